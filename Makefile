@@ -1,0 +1,57 @@
+# make test   - create .venv if missing, install what is needed, build, run the tests
+# make bench  - the same, then the seed's experiment and the peer comparison
+# Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+ARCH := $(shell uname -m)
+# torch and torchvision releases that import together (and, on the machines
+# this project is developed on, lie on the local disk).
+ifeq ($(ARCH),aarch64)
+TORCH_PINS ?= torch==2.9.1 torchvision==0.24.1
+else
+TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
+endif
+DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-dev.txt | cksum | cut -d' ' -f1)
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+.PHONY: all test bench deps jpeg-headers clean
+
+all: test
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(DEPS_STAMP): requirements-dev.txt | $(PY)
+	$(PY) -m pip install --upgrade-strategy only-if-needed $(TORCH_PINS) -r requirements-dev.txt
+	rm -f $(VENV)/.deps-*
+	touch $@
+
+deps: $(DEPS_STAMP) jpeg-headers
+
+# libjpeg-turbo's headers: installed with apt-get when missing and we are root,
+# otherwise we say what to install.
+jpeg-headers:
+	@if printf '#include <stdio.h>\n#include <jpeglib.h>\n' | cc -E -x c - >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing libjpeg-turbo headers with apt-get"; \
+	  apt-get update -qq && (apt-get install -y -qq libjpeg62-turbo-dev || apt-get install -y -qq libjpeg-turbo8-dev); \
+	else \
+	  echo "libjpeg-turbo headers (jpeglib.h) are missing. Install them:"; \
+	  echo "  Debian: sudo apt-get install libjpeg62-turbo-dev"; \
+	  echo "  Ubuntu: sudo apt-get install libjpeg-turbo8-dev"; \
+	  echo "  Fedora: sudo dnf install libjpeg-turbo-devel"; \
+	  echo "  conda:  conda install -c conda-forge libjpeg-turbo"; \
+	  exit 1; \
+	fi
+
+test: deps
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+bench: deps
+	$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf custom_op/_build bench/results .pytest_cache

@@ -1,0 +1,16 @@
+"""custom_op: decode only the part of a JPEG that a training pipeline keeps.
+
+``import custom_op`` builds the native extension the first time it runs in an
+environment (see custom_op/_build.py), then loads that build on every later
+import.
+"""
+
+from ._errors import JpegDecodeError
+from ._build import load_extension as _load_extension
+
+_C = _load_extension()
+
+from ._decode import decode_and_crop_jpeg, jpeg_size, libjpeg_version  # noqa: E402
+
+__all__ = ["decode_and_crop_jpeg", "jpeg_size", "libjpeg_version", "JpegDecodeError"]
+__version__ = "0.1.0"

@@ -1,0 +1,196 @@
+"""The public decoding functions: argument checks in Python, pixels in C++."""
+
+from __future__ import annotations
+
+import operator
+from typing import Union
+
+import torch
+
+from . import _C
+
+#: What ``data`` may be: the encoded file's bytes.
+EncodedJpeg = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
+
+MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
+
+#: Default limits; see decode_and_crop_jpeg's docstring.
+DEFAULT_MAX_PIXELS = 1 << 28
+DEFAULT_MAX_SCANS = 256
+
+_INT32_MAX = 2**31 - 1
+
+
+def _normalize_mode(mode: str) -> int:
+    if not isinstance(mode, str):
+        raise TypeError(f"mode must be a str, one of {sorted(MODES)}, got {type(mode).__name__}")
+    try:
+        return MODES[mode.lower()]
+    except KeyError:
+        raise ValueError(f"mode must be one of {sorted(MODES)} (any case), got {mode!r}") from None
+
+
+def _as_encoded(data: EncodedJpeg, function: str) -> torch.Tensor | memoryview:
+    """Checks ``data`` and returns it as a tensor or a byte memoryview, without a copy."""
+    if isinstance(data, torch.Tensor):
+        if data.dtype != torch.uint8:
+            raise TypeError(f"{function}(): data must be a uint8 tensor, got dtype {data.dtype}")
+        if data.dim() != 1:
+            raise ValueError(f"{function}(): data must be a 1-D tensor, got shape {tuple(data.shape)}")
+        if data.device.type != "cpu":
+            raise ValueError(f"{function}(): data must be on the CPU, got device {data.device}")
+        if not data.is_contiguous():
+            raise ValueError(f"{function}(): data must be contiguous, got stride {data.stride()}; "
+                             "call .contiguous() first")
+        return data
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"{function}(): data must be a 1-D uint8 torch.Tensor, bytes, bytearray, "
+                        f"memoryview or numpy array, got {type(data).__name__}") from None
+    if view.format not in ("B", "b", "c") or view.itemsize != 1:
+        dtype = getattr(data, "dtype", view.format)
+        raise TypeError(f"{function}(): data must hold uint8 bytes, got {dtype}")
+    if view.ndim != 1:
+        raise ValueError(f"{function}(): data must be 1-D, got shape {view.shape}")
+    if not view.c_contiguous:
+        raise ValueError(f"{function}(): data must be contiguous")
+    return view
+
+
+def _as_int(function: str, name: str, value: int, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{function}(): {name} must be >= {minimum}, got {number}")
+    if number > _INT32_MAX:
+        raise ValueError(f"{function}(): {name}={number} is beyond any JPEG's size (at most 65535)")
+    return number
+
+
+def _as_limit(function: str, name: str, value: int) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__}") from None
+    if number < 1 or number > 2**62:
+        raise ValueError(f"{function}(): {name} must be between 1 and 2**62, got {number}")
+    return number
+
+
+def jpeg_size(data: EncodedJpeg) -> tuple[int, int, int]:
+    """Reads a JPEG's size from its header, without decoding any pixel.
+
+    Use it to choose a random crop before decoding: real datasets do not have
+    one fixed image size.
+
+    Args:
+        data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
+            memoryview or 1-D uint8 numpy array. Not copied.
+
+    Returns:
+        ``(height, width, channels)``, where channels is what
+        ``mode="unchanged"`` gives: 1 for grayscale, 3 for colour (YCbCr or
+        RGB), 4 for CMYK and YCCK files.
+
+    Raises:
+        TypeError, ValueError: ``data`` is of the wrong type or shape.
+        JpegDecodeError: the header cannot be read (not a JPEG, truncated
+            header, 12-bit or lossless data, unsupported colour space).
+
+    Example:
+        >>> height, width, _ = custom_op.jpeg_size(open("cat.jpg", "rb").read())
+    """
+    return _C.jpeg_size(_as_encoded(data, "jpeg_size"))
+
+
+def decode_and_crop_jpeg(
+    data: EncodedJpeg,
+    crop_y: int,
+    crop_x: int,
+    crop_height: int,
+    crop_width: int,
+    *,
+    mode: str = "rgb",
+    strict: bool = True,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_scans: int = DEFAULT_MAX_SCANS,
+) -> torch.Tensor:
+    """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
+
+    Rows above the window are entropy-decoded and skipped, rows below it are
+    never read, and columns outside it are not inverse-DCT'd or colour
+    converted. The result equals, bit for bit, the same window of a full
+    decode by the same libjpeg-turbo (libjpeg's default "islow" IDCT and smooth
+    chroma upsampling), for every window of every file. The GIL is released
+    while decoding.
+
+    Args:
+        data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
+            memoryview or 1-D uint8 numpy array. Not copied.
+        crop_y, crop_x: The window's top-left pixel, >= 0.
+        crop_height, crop_width: The window's size, >= 1; the window must lie
+            inside the image (see :func:`jpeg_size`).
+        mode: ``"rgb"`` (3 channels for every file, so batches of grayscale,
+            colour and CMYK files stack), ``"gray"`` (1 channel: the JPEG's luma
+            for colour files, BT.601 luma of the RGB conversion for CMYK) or
+            ``"unchanged"`` (1 for grayscale, 3 RGB for colour, 4 for CMYK/YCCK:
+            the CMYK samples as stored, Adobe-inverted, 255 meaning no ink).
+            Case-insensitive. CMYK becomes RGB as Pillow converts it:
+            R = C * K / 255 on the stored (inverted) samples, rounded.
+        strict: If True (the default), libjpeg warnings that mean damaged or
+            missing data in the rows decoded raise JpegDecodeError; if False,
+            libjpeg goes on and the damaged blocks come out gray or smeared.
+            Warnings that cannot change a pixel (e.g. "extraneous bytes before
+            marker") never raise. Damage below the window goes unseen in
+            baseline files, since those rows are never read.
+        max_pixels: Images with more pixels than this (by their header) raise
+            JpegDecodeError before anything large is allocated.
+        max_scans: Progressive files with more scans than this raise
+            JpegDecodeError.
+
+    Returns:
+        A contiguous ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``
+        (CHW, not a permuted view), with C as given by ``mode``.
+
+    Raises:
+        TypeError: an argument has the wrong type (e.g. a float tensor, a float
+            crop_y).
+        ValueError: an argument has a bad value (negative or zero sizes, a
+            window outside the image, an unknown mode, a 2-D tensor).
+        JpegDecodeError: the data cannot be decoded; the message carries
+            libjpeg's own text.
+
+    Example:
+        >>> data = torchvision.io.read_file("cat.jpg")
+        >>> height, width, _ = custom_op.jpeg_size(data)
+        >>> crop = custom_op.decode_and_crop_jpeg(data, 10, 20, 256, 256)
+        >>> crop.shape
+        torch.Size([3, 256, 256])
+    """
+    name = "decode_and_crop_jpeg"
+    encoded = _as_encoded(data, name)
+    y = _as_int(name, "crop_y", crop_y, 0)
+    x = _as_int(name, "crop_x", crop_x, 0)
+    height = _as_int(name, "crop_height", crop_height, 1)
+    width = _as_int(name, "crop_width", crop_width, 1)
+    mode_code = _normalize_mode(mode)
+    if not isinstance(strict, bool):
+        raise TypeError(f"{name}(): strict must be a bool, got {type(strict).__name__}")
+    return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
+                                   _as_limit(name, "max_pixels", max_pixels),
+                                   _as_limit(name, "max_scans", max_scans))
+
+
+def libjpeg_version() -> str:
+    """The libjpeg-turbo version custom_op was compiled against, e.g. ``"2.1.5"``.
+
+    Include it in bug reports.
+    """
+    return _C.libjpeg_version()

@@ -1,0 +1,511 @@
+// The torch-free core of custom_op: reads a JPEG header and decodes one
+// window of the image into caller-owned CHW memory with libjpeg-turbo.
+//
+// It sees only libjpeg and raw memory, so a plain C++ test or a fuzzer can
+// drive it without Python or torch. The pybind11 binding lives in
+// decode_and_crop_jpeg.cpp, which includes this header.
+#pragma once
+
+#include <csetjmp>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first.
+#include <cstring>
+#include <string>
+
+#include <jpeglib.h>
+#include <jerror.h>
+
+#if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 2000006
+#error "custom_op needs libjpeg-turbo 2.0.6 or newer (older crop/skip code has known crashes). Debian/Ubuntu: apt-get install libjpeg62-turbo-dev (Ubuntu: libjpeg-turbo8-dev); conda: conda install -c conda-forge libjpeg-turbo"
+#endif
+
+#define CUSTOM_OP_STRINGIFY_IMPL(x) #x
+#define CUSTOM_OP_STRINGIFY(x) CUSTOM_OP_STRINGIFY_IMPL(x)
+
+namespace custom_op {
+
+// The libjpeg-turbo these headers belong to, e.g. "2.1.5".
+inline const char* libjpeg_turbo_version() {
+  return CUSTOM_OP_STRINGIFY(LIBJPEG_TURBO_VERSION);
+}
+
+enum class ColorMode : int { kRgb = 0, kGray = 1, kUnchanged = 2 };
+
+struct Limits {
+  // 16384 x 16384. Checked right after the header, before libjpeg allocates
+  // anything proportional to the image, so a few bytes claiming 65500 x 65500
+  // pixels fail in microseconds.
+  int64_t max_pixels = int64_t{1} << 28;
+  // A normal progressive file has about 10 scans; thousands of tiny scans are
+  // a known way to make a decoder spin (TurboJPEG 3 and DALI cap them too).
+  int64_t max_scans = 256;
+};
+
+struct DecodeOptions {
+  // Raise on libjpeg warnings that mean damaged pixels (see is_harmless_warning).
+  bool strict = true;
+  Limits limits;
+};
+
+// What the header says. `channels` is what ColorMode::kUnchanged yields.
+struct JpegInfo {
+  int height = 0;
+  int width = 0;
+  int channels = 0;
+  J_COLOR_SPACE color_space = JCS_UNKNOWN;
+  int max_h_samp_factor = 1;
+  bool progressive = false;
+};
+
+// A window of the image, in pixels of the full-size image.
+struct Window {
+  int64_t y = 0;
+  int64_t x = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+};
+
+enum class StatusCode { kOk, kInvalidArgument, kDecodeError };
+
+struct Status {
+  StatusCode code = StatusCode::kOk;
+  std::string message;
+  bool ok() const { return code == StatusCode::kOk; }
+};
+
+namespace detail {
+
+// Note [libjpeg error handling]
+// -----------------------------
+// libjpeg reports errors by calling error_exit, which must not return. We
+// longjmp from it back to the function that armed the jump point. Three rules
+// keep that sound in C++:
+//
+// 1. A function that calls setjmp (the *_guarded functions below) holds no
+//    object with a destructor, and after the jump reads no local that it
+//    changed after setjmp: the C standard leaves such locals indeterminate.
+//    On a jump it only returns false; all state lives in memory owned by
+//    JpegDecoder, whose destructor runs normally.
+// 2. The callbacks format libjpeg's message into ErrorManager and longjmp.
+//    They never throw: unwinding a C++ exception through libjpeg's C frames
+//    depends on how libjpeg was compiled.
+// 3. Every allocation made while a jump point is armed belongs to libjpeg's
+//    pools (e.g. the row buffer comes from alloc_sarray), so
+//    jpeg_destroy_decompress, called exactly once by ~JpegDecoder, frees it
+//    whatever path the decode took. The output memory belongs to the caller.
+struct ErrorManager {
+  jpeg_error_mgr pub;  // First member: libjpeg sees a jpeg_error_mgr*.
+  std::jmp_buf jump;
+  bool strict = true;
+  char message[JMSG_LENGTH_MAX + 160] = {0};
+};
+
+struct ProgressMonitor {
+  jpeg_progress_mgr pub;  // First member: libjpeg sees a jpeg_progress_mgr*.
+  int64_t max_scans = 0;
+};
+
+inline ErrorManager* error_manager(j_common_ptr cinfo) {
+  return reinterpret_cast<ErrorManager*>(cinfo->err);
+}
+
+// Jumps back to the armed setjmp with `message`. See Note [libjpeg error handling].
+[[noreturn]] inline void fail_with(j_common_ptr cinfo, const char* message) {
+  ErrorManager* err = error_manager(cinfo);
+  std::snprintf(err->message, sizeof(err->message), "%s", message);
+  std::longjmp(err->jump, 1);
+}
+
+[[noreturn]] inline void error_exit_cb(j_common_ptr cinfo) {
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  fail_with(cinfo, text);
+}
+
+// Warnings that cannot change a decoded pixel: junk between markers (common
+// in files written by cameras and editors) and metadata oddities.
+inline bool is_harmless_warning(int msg_code) {
+  return msg_code == JWRN_EXTRANEOUS_DATA || msg_code == JWRN_JFIF_MAJOR ||
+         msg_code == JWRN_BOGUS_ICC;
+}
+
+// libjpeg calls this with msg_level -1 for warnings (corrupt or missing data,
+// after which it goes on with made-up coefficients) and >= 0 for traces.
+inline void emit_message_cb(j_common_ptr cinfo, int msg_level) {
+  if (msg_level >= 0) {
+    return;  // Trace messages: never shown.
+  }
+  ErrorManager* err = error_manager(cinfo);
+  cinfo->err->num_warnings++;
+  if (!err->strict || is_harmless_warning(cinfo->err->msg_code)) {
+    return;
+  }
+  char text[JMSG_LENGTH_MAX];
+  (*cinfo->err->format_message)(cinfo, text);
+  char message[sizeof(err->message)];
+  std::snprintf(message, sizeof(message),
+                "%s (strict=True treats this libjpeg warning as an error; "
+                "pass strict=False to accept damaged data)",
+                text);
+  fail_with(cinfo, message);
+}
+
+inline void progress_monitor_cb(j_common_ptr cinfo) {
+  if (!cinfo->is_decompressor) {
+    return;
+  }
+  auto* dinfo = reinterpret_cast<j_decompress_ptr>(cinfo);
+  auto* monitor = reinterpret_cast<ProgressMonitor*>(cinfo->progress);
+  if (dinfo->input_scan_number > monitor->max_scans) {
+    char message[160];
+    std::snprintf(message, sizeof(message),
+                  "the file has more than %lld scans (limit max_scans=%lld)",
+                  static_cast<long long>(monitor->max_scans),
+                  static_cast<long long>(monitor->max_scans));
+    fail_with(cinfo, message);
+  }
+}
+
+// The number of channels ColorMode::kUnchanged yields for a JPEG colour
+// space, or 0 when custom_op cannot decode it.
+inline int stored_channels(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return 1;
+    case JCS_YCbCr:
+    case JCS_RGB:
+      return 3;
+    case JCS_CMYK:
+    case JCS_YCCK:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+inline bool is_cmyk(J_COLOR_SPACE space) {
+  return space == JCS_CMYK || space == JCS_YCCK;
+}
+
+// What libjpeg should output for a mode. CMYK and YCCK always come out as
+// CMYK: libjpeg cannot convert them to RGB or gray, so emit_row does.
+inline J_COLOR_SPACE libjpeg_output_space(J_COLOR_SPACE stored, ColorMode mode) {
+  if (is_cmyk(stored)) {
+    return JCS_CMYK;
+  }
+  if (mode == ColorMode::kGray || (mode == ColorMode::kUnchanged && stored == JCS_GRAYSCALE)) {
+    return JCS_GRAYSCALE;
+  }
+  return JCS_RGB;
+}
+
+// x * y / 255, rounded to nearest, for x, y in [0, 255]: Pillow's MULDIV255,
+// so that CMYK conversions match Pillow's to the bit.
+inline uint8_t mul_div_255(int x, int y) {
+  const int product = x * y + 128;
+  return static_cast<uint8_t>((product + (product >> 8)) >> 8);
+}
+
+// ITU-R BT.601 luma with libjpeg's (and Pillow's) 16-bit fixed-point weights.
+inline uint8_t luma(int r, int g, int b) {
+  return static_cast<uint8_t>((r * 19595 + g * 38470 + b * 7471 + 32768) >> 16);
+}
+
+// Writes one decoded row, `src` holding `width` pixels of `src_channels`
+// interleaved samples, into row `row` of the CHW planes at `out`.
+//
+// CMYK from libjpeg follows Adobe's convention (stored inverted: 255 = no
+// ink), so R = C * K / 255 etc., exactly as Pillow converts CMYK to RGB.
+inline void emit_row(const JSAMPLE* src, int src_channels, int width, bool cmyk_source,
+                     int out_channels, uint8_t* out, size_t plane_size) {
+  if (cmyk_source && out_channels != 4) {
+    for (int i = 0; i < width; ++i) {
+      const JSAMPLE* p = src + 4 * i;
+      const uint8_t r = mul_div_255(p[0], p[3]);
+      const uint8_t g = mul_div_255(p[1], p[3]);
+      const uint8_t b = mul_div_255(p[2], p[3]);
+      if (out_channels == 3) {
+        out[i] = r;
+        out[plane_size + i] = g;
+        out[2 * plane_size + i] = b;
+      } else {
+        out[i] = luma(r, g, b);
+      }
+    }
+    return;
+  }
+  if (src_channels == 1) {
+    std::memcpy(out, src, static_cast<size_t>(width));
+    return;
+  }
+  for (int c = 0; c < src_channels; ++c) {
+    uint8_t* plane = out + c * plane_size;
+    const JSAMPLE* p = src + c;
+    for (int i = 0; i < width; ++i) {
+      plane[i] = p[i * src_channels];
+    }
+  }
+}
+
+// The columns [x, x + width) that libjpeg must decode so that every column of
+// `window` equals the same column of a full decode.
+//
+// With horizontal chroma subsampling, libjpeg's default ("fancy") upsampling
+// computes each output column from its chroma sample and that sample's
+// neighbour. jpeg_crop_scanline makes the decoded region's edges behave like
+// image edges (the neighbour is replaced by a copy), so the region's first and
+// last columns differ from a full decode. Widening the region by one column
+// on each side that is not an image edge pushes those columns outside the
+// window. The region must also keep at least two chroma samples per row, or
+// jpeg_crop_scanline switches to plain replication for very narrow crops.
+struct Region {
+  int64_t x = 0;
+  int64_t width = 0;
+};
+
+inline Region region_for(const JpegInfo& info, const Window& window) {
+  int64_t left = window.x;
+  int64_t right = window.x + window.width;
+  if (info.max_h_samp_factor > 1) {
+    left = left > 0 ? left - 1 : 0;
+    right = right < info.width ? right + 1 : right;
+    const int64_t min_width = 2 * static_cast<int64_t>(info.max_h_samp_factor) + 1;
+    if (right - left < min_width) {
+      right = left + min_width < info.width ? left + min_width : info.width;
+      left = right - min_width > 0 ? right - min_width : 0;
+    }
+  }
+  return Region{left, right - left};
+}
+
+// Phase 1: parse the markers up to the first scan. See Note [libjpeg error handling].
+inline bool read_header_guarded(j_decompress_ptr cinfo, ErrorManager* err, const uint8_t* data,
+                                size_t size) {
+  if (setjmp(err->jump)) {
+    return false;
+  }
+  jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
+  jpeg_read_header(cinfo, TRUE);
+  return true;
+}
+
+// The parameters of phase 2, computed before the jump point is armed.
+struct RowPlan {
+  Window window;
+  Region region;
+  J_COLOR_SPACE out_space;
+  bool cmyk_source;
+  int out_channels;
+  uint8_t* out;
+};
+
+// Phase 2: start the decompressor, restrict it to the region's columns, skip
+// the rows above the window and decode the window's rows into `plan.out`.
+// See Note [libjpeg error handling].
+inline bool decode_rows_guarded(j_decompress_ptr cinfo, ErrorManager* err, const RowPlan* plan) {
+  if (setjmp(err->jump)) {
+    return false;
+  }
+  cinfo->out_color_space = plan->out_space;
+  cinfo->dct_method = JDCT_ISLOW;
+  cinfo->do_fancy_upsampling = TRUE;
+  jpeg_start_decompress(cinfo);
+
+  JDIMENSION region_x = static_cast<JDIMENSION>(plan->region.x);
+  JDIMENSION region_width = static_cast<JDIMENSION>(plan->region.width);
+  if (region_width < cinfo->output_width) {
+    // Moves region_x left to an iMCU boundary and widens region_width to match.
+    jpeg_crop_scanline(cinfo, &region_x, &region_width);
+  }
+  const int src_channels = cinfo->output_components;
+  JSAMPARRAY row = (*cinfo->mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(cinfo), JPOOL_IMAGE,
+                                               region_width * src_channels, 1);
+  const Window& window = plan->window;
+  if (window.y > 0) {
+    jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(window.y));
+  }
+  const size_t plane_size = static_cast<size_t>(window.height * window.width);
+  const size_t first_column = static_cast<size_t>(window.x - region_x) * src_channels;
+  for (int64_t r = 0; r < window.height; ++r) {
+    if (jpeg_read_scanlines(cinfo, row, 1) != 1) {
+      fail_with(reinterpret_cast<j_common_ptr>(cinfo),
+                "libjpeg returned no row (this is a bug in custom_op)");
+    }
+    emit_row(row[0] + first_column, src_channels, static_cast<int>(window.width),
+             plan->cmyk_source, plan->out_channels, plan->out + r * window.width, plane_size);
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// The number of channels a mode yields for an image.
+inline int output_channels(const JpegInfo& info, ColorMode mode) {
+  switch (mode) {
+    case ColorMode::kRgb:
+      return 3;
+    case ColorMode::kGray:
+      return 1;
+    case ColorMode::kUnchanged:
+      return info.channels;
+  }
+  return 0;
+}
+
+// Owns one libjpeg decompressor for one encoded image: read_header(), then at
+// most one decode(). The destructor destroys the decompressor exactly once,
+// whichever phase failed. `data` must outlive the decoder.
+class JpegDecoder {
+ public:
+  JpegDecoder(const uint8_t* data, size_t size, const DecodeOptions& options)
+      : data_(data), size_(size), options_(options) {
+    std::memset(&cinfo_, 0, sizeof(cinfo_));
+    cinfo_.err = jpeg_std_error(&err_.pub);
+    err_.pub.error_exit = detail::error_exit_cb;
+    err_.pub.emit_message = detail::emit_message_cb;
+    err_.strict = options.strict;
+    progress_.pub.progress_monitor = detail::progress_monitor_cb;
+    progress_.max_scans = options.limits.max_scans;
+    created_ = create_guarded(&cinfo_, &err_);
+    if (created_) {
+      cinfo_.progress = &progress_.pub;
+    }
+  }
+
+  ~JpegDecoder() {
+    // Safe on a half-created object: it frees only what libjpeg allocated.
+    jpeg_destroy_decompress(&cinfo_);
+  }
+
+  JpegDecoder(const JpegDecoder&) = delete;
+  JpegDecoder& operator=(const JpegDecoder&) = delete;
+
+  // Parses the header and checks it against the limits.
+  Status read_header(JpegInfo* info) {
+    if (!created_) {
+      return decode_error();
+    }
+    if (!detail::read_header_guarded(&cinfo_, &err_, data_, size_)) {
+      return decode_error();
+    }
+    if (cinfo_.data_precision != 8) {
+      return decode_error("unsupported data precision " + std::to_string(cinfo_.data_precision) +
+                          " (only 8-bit JPEG files are supported)");
+    }
+    const int channels = detail::stored_channels(cinfo_.jpeg_color_space);
+    if (channels == 0 || channels != cinfo_.num_components) {
+      return decode_error("unsupported colour space " + std::to_string(cinfo_.jpeg_color_space) +
+                          " with " + std::to_string(cinfo_.num_components) + " components");
+    }
+    const int64_t pixels = static_cast<int64_t>(cinfo_.image_width) * cinfo_.image_height;
+    if (pixels > options_.limits.max_pixels) {
+      return decode_error("the image is " + std::to_string(cinfo_.image_height) + " x " +
+                          std::to_string(cinfo_.image_width) + " (height x width) = " +
+                          std::to_string(pixels) + " pixels, more than max_pixels=" +
+                          std::to_string(options_.limits.max_pixels));
+    }
+    info_.height = static_cast<int>(cinfo_.image_height);
+    info_.width = static_cast<int>(cinfo_.image_width);
+    info_.channels = channels;
+    info_.color_space = cinfo_.jpeg_color_space;
+    info_.progressive = cinfo_.progressive_mode != 0;
+    info_.max_h_samp_factor = 1;
+    for (int c = 0; c < cinfo_.num_components; ++c) {
+      if (cinfo_.comp_info[c].h_samp_factor > info_.max_h_samp_factor) {
+        info_.max_h_samp_factor = cinfo_.comp_info[c].h_samp_factor;
+      }
+    }
+    header_read_ = true;
+    *info = info_;
+    return Status{};
+  }
+
+  // Decodes `window` into `out`, which holds output_channels(info, mode)
+  // planes of window.height x window.width bytes (CHW, contiguous).
+  Status decode(const Window& window, ColorMode mode, uint8_t* out) {
+    if (!header_read_ || decoded_) {
+      return Status{StatusCode::kInvalidArgument,
+                    "decode() needs one successful read_header() first (this is a bug in custom_op)"};
+    }
+    decoded_ = true;
+    Status valid = check_window(window);
+    if (!valid.ok()) {
+      return valid;
+    }
+    detail::RowPlan plan;
+    plan.window = window;
+    plan.region = detail::region_for(info_, window);
+    plan.out_space = detail::libjpeg_output_space(info_.color_space, mode);
+    plan.cmyk_source = detail::is_cmyk(info_.color_space);
+    plan.out_channels = output_channels(info_, mode);
+    plan.out = out;
+    if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
+      return decode_error();
+    }
+    return Status{};
+  }
+
+  // Checks that `window` is non-empty and lies inside the image.
+  Status check_window(const Window& w) const {
+    const bool inside = w.y >= 0 && w.x >= 0 && w.height >= 1 && w.width >= 1 &&
+                        w.y + w.height <= info_.height && w.x + w.width <= info_.width;
+    if (inside) {
+      return Status{};
+    }
+    return Status{StatusCode::kInvalidArgument,
+                  "crop window (crop_y=" + std::to_string(w.y) + ", crop_x=" + std::to_string(w.x) +
+                      ", crop_height=" + std::to_string(w.height) +
+                      ", crop_width=" + std::to_string(w.width) + ") does not fit in the " +
+                      std::to_string(info_.height) + " x " + std::to_string(info_.width) +
+                      " (height x width) image"};
+  }
+
+ private:
+  // jpeg_create_decompress can itself fail (out of memory, a library/header
+  // version mismatch), so it runs under a jump point as well.
+  static bool create_guarded(j_decompress_ptr cinfo, detail::ErrorManager* err) {
+    if (setjmp(err->jump)) {
+      return false;
+    }
+    jpeg_create_decompress(cinfo);
+    return true;
+  }
+
+  Status decode_error(const std::string& message) const {
+    return Status{StatusCode::kDecodeError, message};
+  }
+  Status decode_error() const { return decode_error(err_.message); }
+
+  jpeg_decompress_struct cinfo_;
+  detail::ErrorManager err_;
+  detail::ProgressMonitor progress_;
+  const uint8_t* data_;
+  size_t size_;
+  DecodeOptions options_;
+  JpegInfo info_;
+  bool created_ = false;
+  bool header_read_ = false;
+  bool decoded_ = false;
+};
+
+// Convenience for callers without a binding (tests, the fuzzer): header, then
+// window, with every failure reported as a Status.
+inline Status decode_window(const uint8_t* data, size_t size, const Window& window, ColorMode mode,
+                            const DecodeOptions& options, uint8_t* out, size_t out_size) {
+  JpegDecoder decoder(data, size, options);
+  JpegInfo info;
+  Status status = decoder.read_header(&info);
+  if (!status.ok()) {
+    return status;
+  }
+  const size_t needed = static_cast<size_t>(output_channels(info, mode)) *
+                        static_cast<size_t>(window.height > 0 ? window.height : 0) *
+                        static_cast<size_t>(window.width > 0 ? window.width : 0);
+  if (out_size < needed) {
+    return Status{StatusCode::kInvalidArgument, "output buffer too small"};
+  }
+  return decoder.decode(window, mode, out);
+}
+
+}  // namespace custom_op
