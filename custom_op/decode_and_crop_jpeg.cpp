@@ -60,7 +60,8 @@ ByteSpan span_of_buffer(const py::buffer_info& info) {
   throw JpegDecodeError(message);
 }
 
-custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans) {
+custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
+                                     bool exact_edges) {
   if (max_pixels < 1 || max_scans < 1) {
     throw py::value_error("max_pixels and max_scans must be positive");
   }
@@ -68,6 +69,7 @@ custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t m
   options.strict = strict;
   options.limits.max_pixels = max_pixels;
   options.limits.max_scans = max_scans;
+  options.exact_edges = exact_edges;
   return options;
 }
 
@@ -90,10 +92,10 @@ py::tuple jpeg_size(ByteSpan bytes) {
 
 at::Tensor decode_and_crop(ByteSpan bytes, int64_t crop_y, int64_t crop_x, int64_t crop_height,
                            int64_t crop_width, int64_t mode, bool strict, int64_t max_pixels,
-                           int64_t max_scans) {
+                           int64_t max_scans, bool exact_edges) {
   const char* name = "decode_and_crop_jpeg";
   const custom_op::ColorMode color_mode = to_mode(mode);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, make_options(strict, max_pixels, max_scans));
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, make_options(strict, max_pixels, max_scans, exact_edges));
   custom_op::JpegInfo info;
   custom_op::Status status = decoder.read_header(&info);
   if (!status.ok()) {
@@ -142,15 +144,26 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return jpeg_size(span_of_buffer(info));
   });
 
-  m.def("decode_and_crop_jpeg",
-        [](const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans) {
-          return decode_and_crop(span_of_tensor(data), y, x, h, w, mode, strict, max_pixels, max_scans);
-        });
-  m.def("decode_and_crop_jpeg",
-        [](const py::buffer& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans) {
-          const py::buffer_info info = data.request();
-          return decode_and_crop(span_of_buffer(info), y, x, h, w, mode, strict, max_pixels, max_scans);
-        });
+  // exact_edges=False exists only for the tests that show why it is the default.
+  m.def(
+      "decode_and_crop_jpeg",
+      [](const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
+         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
+        return decode_and_crop(span_of_tensor(data), y, x, h, w, mode, strict, max_pixels, max_scans,
+                               exact_edges);
+      },
+      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
+      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
+      py::arg("max_scans"), py::arg("exact_edges") = true);
+  m.def(
+      "decode_and_crop_jpeg",
+      [](const py::buffer& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
+         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
+        const py::buffer_info info = data.request();
+        return decode_and_crop(span_of_buffer(info), y, x, h, w, mode, strict, max_pixels, max_scans,
+                               exact_edges);
+      },
+      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
+      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
+      py::arg("max_scans"), py::arg("exact_edges") = true);
 }
