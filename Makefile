@@ -53,5 +53,9 @@ test: deps
 bench: deps
 	$(PY) -m bench $(BENCH_ARGS)
 
+# Fuzzing and sanitizers (issue 6) and the local SageMaker run (issue 5).
+include fuzz/fuzz.mk
+include sagemaker/sagemaker.mk
+
 clean:
 	rm -rf custom_op/_build bench/results .pytest_cache

@@ -21,13 +21,15 @@ DEFAULT_MAX_SCANS = 256
 _INT32_MAX = 2**31 - 1
 
 
-def _normalize_mode(mode: str) -> int:
+def _normalize_mode(function: str, mode: str) -> int:
     if not isinstance(mode, str):
-        raise TypeError(f"mode must be a str, one of {sorted(MODES)}, got {type(mode).__name__}")
+        raise TypeError(f"{function}(): mode must be a str, one of {sorted(MODES)}, "
+                        f"got {type(mode).__name__}")
     try:
         return MODES[mode.lower()]
     except KeyError:
-        raise ValueError(f"mode must be one of {sorted(MODES)} (any case), got {mode!r}") from None
+        raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case), "
+                         f"got {mode!r}") from None
 
 
 def _as_encoded(data: EncodedJpeg, function: str) -> torch.Tensor | memoryview:
@@ -180,7 +182,7 @@ def decode_and_crop_jpeg(
     x = _as_int(name, "crop_x", crop_x, 0)
     height = _as_int(name, "crop_height", crop_height, 1)
     width = _as_int(name, "crop_width", crop_width, 1)
-    mode_code = _normalize_mode(mode)
+    mode_code = _normalize_mode(name, mode)
     if not isinstance(strict, bool):
         raise TypeError(f"{name}(): strict must be a bool, got {type(strict).__name__}")
     return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,

@@ -44,11 +44,19 @@ def _check_fits(height: int, width: int, crop: tuple[int, int], name: str) -> No
                          f"the {height} x {width} image")
 
 
+def _draw_offset(slack: int) -> int:
+    """A uniform offset in [0, slack], drawing from torch's generator only when slack > 0."""
+    if slack == 0:
+        return 0
+    return int(torch.randint(0, slack + 1, size=()))
+
+
 class RandomCropJPEG(torch.nn.Module):
     """Decodes a random ``size`` window of a JPEG, and only that window.
 
-    Equivalent to ``RandomCrop(size)`` after a full decode (the same window for
-    the same generator state), without decoding the pixels thrown away.
+    Equivalent to torchvision.transforms.v2.RandomCrop(size) after a full
+    decode (the same window for the same generator state, and the same draws
+    from it), without decoding the pixels thrown away.
 
     Args:
         size: ``int`` for a square crop or ``(height, width)``.
@@ -68,12 +76,17 @@ class RandomCropJPEG(torch.nn.Module):
         self.strict = strict
 
     def get_params(self, data: EncodedJpeg) -> tuple[int, int, int, int]:
-        """Draws ``(top, left, height, width)`` for this image, as torchvision's RandomCrop does."""
+        """Draws ``(top, left, height, width)`` for this image.
+
+        As torchvision.transforms.v2.RandomCrop does: top, then left, each
+        drawn only when the image is larger than the crop on that side. (v1's
+        RandomCrop.get_params also draws for a side that fits exactly, so it
+        picks a different window when exactly one side fits.)
+        """
         height, width, _ = jpeg_size(data)
         _check_fits(height, width, self.size, type(self).__name__)
-        top = int(torch.randint(0, height - self.size[0] + 1, size=(1,)).item())
-        left = int(torch.randint(0, width - self.size[1] + 1, size=(1,)).item())
-        return top, left, self.size[0], self.size[1]
+        return (_draw_offset(height - self.size[0]), _draw_offset(width - self.size[1]),
+                self.size[0], self.size[1])
 
     def forward(self, data: EncodedJpeg) -> torch.Tensor:
         top, left, height, width = self.get_params(data)

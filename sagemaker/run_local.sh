@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs sagemaker/train.py on this machine the way a SageMaker training job with
+# distribution={"torch_distributed": {"enabled": True}} runs it: torchrun starts
+# NPROC ranks, the SM_* variables point at local folders laid out like
+# /opt/ml, and custom_op's build folder starts empty, so the JIT build happens
+# inside the job, as in a fresh training container.
+#
+#   sagemaker/run_local.sh [train.py hyperparameters ...]     (or: make sagemaker-local)
+#
+# Arguments go to train.py after the defaults below, so they override them
+# (e.g. --max-steps 0 --epochs 3). Environment:
+#   PY          the Python to use (default .venv/bin/python, else python3)
+#   WORK_DIR    where to put the job's folders (default: a new temporary folder)
+#   NPROC       ranks (default 2); NUM_IMAGES (default 64), IMAGE_HEIGHT x IMAGE_WIDTH
+#               of the generated JPEGs (default 180 x 240)
+# Uses CPUs (gloo) here; on a GPU machine train.py picks nccl.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+if [ -z "${PY:-}" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+NPROC="${NPROC:-2}"
+NUM_IMAGES="${NUM_IMAGES:-64}"
+IMAGE_HEIGHT="${IMAGE_HEIGHT:-180}"
+IMAGE_WIDTH="${IMAGE_WIDTH:-240}"
+WORK_DIR="${WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/custom_op-sagemaker-local.XXXXXX")}"
+mkdir -p "$WORK_DIR"
+WORK_DIR="$(cd "$WORK_DIR" && pwd)"
+
+# The container's layout: /opt/ml/input/data/<channel>, /opt/ml/model, /opt/ml/output/data.
+export SM_CHANNELS='["train"]'
+export SM_CHANNEL_TRAIN="$WORK_DIR/input/data/train"
+export SM_MODEL_DIR="$WORK_DIR/model"
+export SM_OUTPUT_DATA_DIR="$WORK_DIR/output/data"
+export SM_HOSTS='["algo-1"]'
+export SM_CURRENT_HOST=algo-1
+export SM_NUM_GPUS="$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)"
+export SM_NUM_CPUS="$(nproc 2>/dev/null || echo 1)"
+# A fresh, empty build folder: the cold start every training job has.
+export CUSTOM_OP_BUILD_DIR="$WORK_DIR/custom_op_build"
+rm -rf "$CUSTOM_OP_BUILD_DIR"
+mkdir -p "$CUSTOM_OP_BUILD_DIR"
+# In the real job custom_op sits next to train.py in source_dir; here, at the repo root.
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+
+echo "run_local.sh: work folder $WORK_DIR"
+"$PY" sagemaker/make_dataset.py "$SM_CHANNEL_TRAIN" --images "$NUM_IMAGES" \
+  --height "$IMAGE_HEIGHT" --width "$IMAGE_WIDTH"
+
+echo "run_local.sh: torchrun --standalone --nproc_per_node $NPROC sagemaker/train.py"
+started=$(date +%s)
+# python -m torch.distributed.run is torchrun, from the same environment as $PY.
+"$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" sagemaker/train.py \
+  --epochs 2 --max-steps 8 --batch-size 8 --crop-size 128 --num-workers 1 --log-interval 2 \
+  "$@"
+echo "run_local.sh: the job took $(( $(date +%s) - started )) s; model: $SM_MODEL_DIR/model.pth," \
+  "metrics: $SM_OUTPUT_DATA_DIR/metrics.json"

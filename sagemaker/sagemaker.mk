@@ -1,0 +1,24 @@
+# Make targets for the SageMaker entry point; the Makefile includes this file.
+#
+# make sagemaker-local      - run sagemaker/train.py with torchrun, 2 ranks on this
+#                             machine, laid out as in a SageMaker job, with an empty
+#                             custom_op build folder (the JIT build happens in the job)
+# make sagemaker-dry-run    - print launch.py's estimator configuration and source_dir
+#                             files (no SDK, no AWS)
+# SAGEMAKER_LOCAL_ARGS      - extra train.py hyperparameters, e.g. "--max-steps 0 --epochs 3"
+# SAGEMAKER_LAUNCH_ARGS     - launch.py options, e.g. "--instance-type ml.g5.12xlarge"
+# SAGEMAKER_WORK_DIR        - where sagemaker-local puts the job's folders (default: a
+#                             new temporary folder)
+
+PY ?= .venv/bin/python
+SAGEMAKER_LOCAL_ARGS ?=
+SAGEMAKER_LAUNCH_ARGS ?=
+SAGEMAKER_WORK_DIR ?=
+
+.PHONY: sagemaker-local sagemaker-dry-run
+
+sagemaker-local: deps
+	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
+
+sagemaker-dry-run:
+	$(PY) sagemaker/launch.py --dry-run $(SAGEMAKER_LAUNCH_ARGS)

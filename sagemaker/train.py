@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""Training entry point for SageMaker training jobs, torchrun, or a plain run.
+
+It follows the SageMaker training toolkit's conventions:
+
+* data: the ``train`` channel, an ImageFolder-style tree of JPEG files
+  (``<root>/<class name>/<file>.jpg``) in ``SM_CHANNEL_TRAIN``
+  (default ``./data/train``);
+* the model: written by rank 0 to ``SM_MODEL_DIR`` (default ``./model``) as
+  ``model.pth``, a dict with the ``state_dict`` and the ``classes``;
+* metrics: ``metrics.json`` in ``SM_OUTPUT_DATA_DIR`` (default ``./output``);
+* hyperparameters: ``--name value`` arguments, every value explicit
+  (``--max-steps 0``, never a bare ``--flag``), as the toolkit passes them;
+* logs: stdout (the toolkit sends it to CloudWatch). custom_op's build
+  messages go to stderr.
+
+Started by torchrun (``WORLD_SIZE`` > 1, as SageMaker's ``torch_distributed``
+launcher does), it trains with DistributedDataParallel (gloo on CPU, nccl on
+GPU) and a DistributedSampler; otherwise as one plain process.
+
+Each sample is read as encoded bytes and only a random ``--crop-size`` window
+is decoded, by ``custom_op.transforms.RandomCropJPEG``. ``import custom_op``
+builds the native extension the first time it runs on a machine: in a
+training job that is every job (a fresh container). All ranks import it at
+the same moment; one builds, under a file lock, and the others wait and load
+its result.
+
+Examples::
+
+    python sagemaker/train.py --epochs 1 --max-steps 20
+    torchrun --standalone --nproc_per_node 2 sagemaker/train.py --epochs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+JPEG_SUFFIXES = (".jpg", ".jpeg")
+
+
+# --------------------------------------------------------------------------
+# Arguments. No torch here: launch.py imports this module to check the
+# hyperparameters it is given, and a bad channel folder must fail fast.
+# --------------------------------------------------------------------------
+
+def _env_path(name: str, default: str) -> str:
+    return os.environ.get(name) or default
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description="Train a small CNN on a folder of JPEGs, decoding only random crops "
+                    "(custom_op). SageMaker conventions: SM_CHANNEL_TRAIN, SM_MODEL_DIR, "
+                    "SM_OUTPUT_DATA_DIR; hyperparameters as --name value.")
+    hp = parser.add_argument_group("hyperparameters")
+    hp.add_argument("--epochs", type=int, default=2, help="passes over the data (default 2)")
+    hp.add_argument("--batch-size", type=int, default=32,
+                    help="images per step and per rank (default 32)")
+    hp.add_argument("--lr", type=float, default=0.01,
+                    help="SGD learning rate, momentum 0.9 (default 0.01)")
+    hp.add_argument("--num-workers", type=int, default=2,
+                    help="DataLoader worker processes per rank; 0 loads in the training "
+                         "process (default 2)")
+    hp.add_argument("--max-steps", type=int, default=0,
+                    help="stop after this many optimizer steps in all; 0 = no limit (default 0)")
+    hp.add_argument("--crop-size", type=int, default=224,
+                    help="side of the square random crop decoded from each image (default 224)")
+    hp.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    hp.add_argument("--log-interval", type=int, default=10,
+                    help="rank 0 logs the loss every this many steps; 0 = only per epoch "
+                         "(default 10)")
+    hp.add_argument("--log-indices", type=str, default="",
+                    help="folder to write indices-rank<N>.json into: the dataset indices each "
+                         "rank trained on, per epoch; empty = off (default)")
+    hp.add_argument("--install-jpeg-headers", type=int, default=0, choices=(0, 1),
+                    help="1: if libjpeg-turbo's headers are missing, install them with apt-get "
+                         "before building custom_op (needs root, as in SageMaker containers); "
+                         "default 0")
+    paths = parser.add_argument_group("paths (SageMaker sets the environment variables)")
+    paths.add_argument("--train", type=str, default=_env_path("SM_CHANNEL_TRAIN", "data/train"),
+                       help="training images: SM_CHANNEL_TRAIN, else ./data/train")
+    paths.add_argument("--model-dir", type=str, default=_env_path("SM_MODEL_DIR", "model"),
+                       help="where rank 0 saves model.pth: SM_MODEL_DIR, else ./model")
+    paths.add_argument("--output-data-dir", type=str,
+                       default=_env_path("SM_OUTPUT_DATA_DIR", "output"),
+                       help="where rank 0 writes metrics.json: SM_OUTPUT_DATA_DIR, else ./output")
+    return parser
+
+
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    positive = {"epochs": args.epochs, "batch-size": args.batch_size, "crop-size": args.crop_size}
+    for name, value in positive.items():
+        if value < 1:
+            parser.error(f"--{name} must be at least 1, got {value}")
+    for name, value in {"num-workers": args.num_workers, "max-steps": args.max_steps,
+                        "log-interval": args.log_interval}.items():
+        if value < 0:
+            parser.error(f"--{name} must be 0 or more, got {value}")
+    if not args.lr > 0:
+        parser.error(f"--lr must be positive, got {args.lr}")
+
+
+def find_samples(root_text: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """Returns (class names, [(path, class index)]) or exits with a clear message."""
+    root = Path(root_text).expanduser()
+    where = (f"Point SM_CHANNEL_TRAIN (set by SageMaker for the 'train' channel; "
+             f"default ./data/train) or --train at a folder of class subfolders holding "
+             f"JPEG files: <folder>/<class>/<image>.jpg.")
+    if not root.exists():
+        raise SystemExit(f"train.py: the training data folder {root.resolve()} does not exist. "
+                         + where)
+    if not root.is_dir():
+        raise SystemExit(f"train.py: the training data path {root.resolve()} is not a folder. "
+                         + where)
+    classes: list[str] = []
+    samples: list[tuple[str, int]] = []
+    for class_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = sorted(p for p in class_dir.rglob("*")
+                       if p.suffix.lower() in JPEG_SUFFIXES and not p.name.startswith(".")
+                       and p.is_file())
+        if files:
+            samples.extend((str(p), len(classes)) for p in files)
+            classes.append(class_dir.name)
+    if not samples:
+        loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
+        detail = (f" (it holds {len(loose)} JPEG files directly, but they must be in one "
+                  f"subfolder per class)" if loose else "")
+        raise SystemExit(f"train.py: the training data folder {root.resolve()} is empty: no JPEG "
+                         f"files (.jpg, .jpeg) in class subfolders{detail}. " + where)
+    return classes, samples
+
+
+# --------------------------------------------------------------------------
+# Data and model. torch is imported inside functions (see above).
+# --------------------------------------------------------------------------
+
+class JpegFolder:
+    """Map-style dataset: (uint8 CHW crop, class index, sample index).
+
+    Returning the index lets each rank record which samples it trained on.
+    """
+
+    def __init__(self, samples: list[tuple[str, int]], crop_size: int) -> None:
+        import custom_op.transforms
+
+        self.samples = samples
+        self.crop = custom_op.transforms.RandomCropJPEG(crop_size, mode="rgb")
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int):
+        import torch
+
+        path, target = self.samples[index]
+        # bytearray: torch.frombuffer wants a writable buffer to share without a warning.
+        data = torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8)
+        try:
+            image = self.crop(data)
+        except (RuntimeError, ValueError) as error:  # JpegDecodeError is a RuntimeError
+            raise RuntimeError(f"{path}: {error}") from error
+        if torch.rand(()) < 0.5:
+            image = image.flip(-1)
+        return image, target, index
+
+
+def build_model(num_classes: int, width: int = 32):
+    """A small CNN for uint8 RGB CHW input; normalisation is part of the model."""
+    from torch import nn
+
+    class ToFloat(nn.Module):
+        def forward(self, x):
+            return (x.float() - 127.5) / 64.0
+
+    def block(channels_in: int, channels_out: int) -> list:
+        return [nn.Conv2d(channels_in, channels_out, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(channels_out), nn.ReLU(inplace=True)]
+
+    return nn.Sequential(ToFloat(), *block(3, width), *block(width, 2 * width),
+                         *block(2 * width, 4 * width), *block(4 * width, 4 * width),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, num_classes))
+
+
+# --------------------------------------------------------------------------
+# The job
+# --------------------------------------------------------------------------
+
+class Ranks:
+    """Where this process sits: torchrun's environment, or a plain run."""
+
+    def __init__(self) -> None:
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        self.distributed = self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def log(self, message: str) -> None:
+        print(f"[rank {self.rank}/{self.world_size}] {message}", flush=True)
+
+    def log_main(self, message: str) -> None:
+        if self.is_main:
+            self.log(message)
+
+
+def _add_custom_op_to_path() -> None:
+    # In a SageMaker job, source_dir (/opt/ml/code) holds train.py next to the
+    # custom_op package; in this repository custom_op is one folder up.
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    if (HERE.parent / "custom_op" / "__init__.py").is_file() and str(HERE.parent) not in sys.path:
+        sys.path.append(str(HERE.parent))
+
+
+def _have_jpeg_headers() -> bool:
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not compiler:
+        return False
+    probe = subprocess.run([compiler, "-E", "-x", "c", "-"],
+                           input="#include <stdio.h>\n#include <jpeglib.h>\n", text=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return probe.returncode == 0
+
+
+def install_jpeg_headers(ranks: Ranks) -> None:
+    """apt-get installs libjpeg-turbo's headers if missing; one rank per machine does it."""
+    import filelock
+
+    with filelock.FileLock(os.path.join(tempfile.gettempdir(), "custom_op-jpeg-headers.lock")):
+        if _have_jpeg_headers():
+            ranks.log("libjpeg-turbo headers: present")
+            return
+        if not shutil.which("apt-get") or os.geteuid() != 0:
+            ranks.log("libjpeg-turbo headers are missing and apt-get cannot run here (not root, "
+                      "or no apt-get); the custom_op build will say what to install")
+            return
+        ranks.log("libjpeg-turbo headers are missing: installing them with apt-get")
+        started = time.monotonic()
+        subprocess.run(["apt-get", "update", "-qq"], check=True)
+        for package in ("libjpeg-turbo8-dev", "libjpeg62-turbo-dev"):  # Ubuntu, then Debian
+            done = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+                                   package], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            if done.returncode == 0:
+                ranks.log(f"installed {package} in {time.monotonic() - started:.1f} s")
+                return
+        ranks.log("apt-get could not install libjpeg-turbo's headers")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
+    # Before anything else starts (torch, the build, the process group).
+    classes, samples = find_samples(args.train)
+    ranks = Ranks()
+
+    ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
+                   f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
+                   f"crop_size={args.crop_size} seed={args.seed}")
+    ranks.log_main(f"SageMaker: SM_CURRENT_HOST={os.environ.get('SM_CURRENT_HOST', '-')} "
+                   f"SM_HOSTS={os.environ.get('SM_HOSTS', '-')} "
+                   f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
+                   f"world size {ranks.world_size}")
+    ranks.log_main(f"data: {len(samples)} JPEG files in {len(classes)} classes in "
+                   f"{Path(args.train).resolve()}")
+
+    if args.install_jpeg_headers:
+        install_jpeg_headers(ranks)
+
+    # Every rank imports at the same moment: one builds, the others wait for it.
+    _add_custom_op_to_path()
+    started = time.monotonic()
+    import custom_op
+    import_seconds = time.monotonic() - started
+    ranks.log(f"custom_op ready after {import_seconds:.1f} s (libjpeg-turbo "
+              f"{custom_op.libjpeg_version()}, from {Path(custom_op.__file__).parent})")
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    # One GPU per rank, or none at all: the same choice on every rank, so the
+    # backend matches (more ranks than GPUs falls back to the CPU and gloo).
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size
+    if torch.cuda.is_available() and not cuda:
+        ranks.log_main(f"{torch.cuda.device_count()} GPU(s) for {local_world_size} ranks per "
+                       f"machine: training on the CPU")
+    if cuda:
+        torch.cuda.set_device(ranks.local_rank)
+        device = torch.device("cuda", ranks.local_rank)
+    else:
+        device = torch.device("cpu")
+    if ranks.distributed:
+        backend = "nccl" if cuda else "gloo"
+        dist.init_process_group(backend=backend, init_method="env://")
+        ranks.log_main(f"DistributedDataParallel: backend {backend}, {ranks.world_size} ranks")
+    else:
+        ranks.log_main(f"one process on {device} (not started by torchrun with WORLD_SIZE > 1)")
+
+    try:
+        height, width, _ = custom_op.jpeg_size(Path(samples[0][0]).read_bytes())
+    except custom_op.JpegDecodeError as error:
+        raise SystemExit(f"train.py: {samples[0][0]} is not a readable JPEG: {error}")
+    if args.crop_size > min(height, width):
+        raise SystemExit(f"train.py: --crop-size {args.crop_size} is larger than the images "
+                         f"({samples[0][0]} is {height} x {width}); choose a smaller crop")
+
+    torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
+    dataset = JpegFolder(samples, args.crop_size)
+    # drop_last: ranks get disjoint, equal shares (no padding with repeated samples).
+    sampler = DistributedSampler(dataset, num_replicas=ranks.world_size, rank=ranks.rank,
+                                 shuffle=True, seed=args.seed, drop_last=True)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
+                        num_workers=args.num_workers, pin_memory=cuda,
+                        persistent_workers=args.num_workers > 0 and args.epochs > 1)
+
+    torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts)
+    model = build_model(len(classes)).to(device)
+    trained = DistributedDataParallel(model, device_ids=[ranks.local_rank] if cuda else None) \
+        if ranks.distributed else model
+    optimizer = torch.optim.SGD(trained.parameters(), lr=args.lr, momentum=0.9)
+    criterion = torch.nn.CrossEntropyLoss()
+
+    ranks.log_main(f"{len(sampler)} samples per rank and epoch, batch size {args.batch_size} per "
+                   f"rank, {len(loader)} steps per epoch"
+                   + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
+
+    epochs_seen: list[dict] = []
+    metrics: list[dict] = []
+    global_step = 0
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        trained.train()
+        seen: list[int] = []
+        steps = images = 0
+        data_wait = 0.0
+        loss_sum = torch.zeros((), device=device)
+        epoch_start = fetch_start = time.perf_counter()
+        for batch, targets, indices in loader:
+            data_wait += time.perf_counter() - fetch_start
+            batch = batch.to(device, non_blocking=True)
+            targets = targets.to(device, non_blocking=True)
+            loss = criterion(trained(batch), targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach()
+            steps += 1
+            global_step += 1
+            images += len(indices)
+            seen.extend(int(i) for i in indices)
+            if ranks.is_main and args.log_interval and global_step % args.log_interval == 0:
+                ranks.log(f"epoch {epoch + 1} step {steps}/{len(loader)} "
+                          f"(global {global_step}): loss {loss.item():.4f}")
+            fetch_start = time.perf_counter()
+            if args.max_steps and global_step >= args.max_steps:
+                break
+        if cuda:
+            torch.cuda.synchronize()
+        elapsed = time.perf_counter() - epoch_start
+        epochs_seen.append({"epoch": epoch, "indices": seen})
+
+        totals = torch.tensor([images, steps, data_wait, float(loss_sum)], dtype=torch.float64,
+                              device=device)
+        longest = torch.tensor([elapsed], dtype=torch.float64, device=device)
+        if ranks.distributed:
+            dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+            dist.all_reduce(longest, op=dist.ReduceOp.MAX)
+        all_images, all_steps, all_wait, all_loss = totals.tolist()
+        seconds = longest.item()
+        rank_steps = all_steps / ranks.world_size
+        record = {
+            "epoch": epoch + 1,
+            "steps": int(rank_steps),
+            "images": int(all_images),
+            "seconds": round(seconds, 4),
+            "images_per_second": round(all_images / seconds, 2) if seconds > 0 else None,
+            "step_time_seconds": round(seconds / rank_steps, 4) if rank_steps else None,
+            "data_wait_seconds": round(all_wait / all_steps, 4) if all_steps else None,
+            "loss": round(all_loss / all_steps, 4) if all_steps else None,
+        }
+        metrics.append(record)
+        ranks.log_main(
+            f"epoch {epoch + 1}/{args.epochs}: {record['steps']} steps, {record['images']} images "
+            f"in {seconds:.2f} s: {record['images_per_second']} images/s over "
+            f"{ranks.world_size} rank(s), step time {record['step_time_seconds']} s "
+            f"(data wait {record['data_wait_seconds']} s), loss {record['loss']}")
+        if args.max_steps and global_step >= args.max_steps:
+            ranks.log_main(f"reached --max-steps {args.max_steps}")
+            break
+
+    if args.log_indices:
+        folder = Path(args.log_indices)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"indices-rank{ranks.rank}.json").write_text(json.dumps({
+            "rank": ranks.rank, "world_size": ranks.world_size, "dataset_size": len(dataset),
+            "epochs": epochs_seen}))
+
+    import_times = [import_seconds]
+    if ranks.distributed:
+        import_times = [0.0] * ranks.world_size
+        dist.all_gather_object(import_times, import_seconds)
+    if ranks.is_main:
+        model_dir = Path(args.model_dir)
+        model_dir.mkdir(parents=True, exist_ok=True)
+        torch.save({"state_dict": model.state_dict(), "classes": classes,
+                    "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
+                    "in sagemaker/train.py", "input": "uint8 RGB, N x 3 x H x W"},
+                   model_dir / "model.pth")
+        ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
+        output_dir = Path(args.output_data_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        (output_dir / "metrics.json").write_text(json.dumps({
+            "world_size": ranks.world_size, "steps": global_step, "epochs": metrics,
+            "custom_op_import_seconds": [round(t, 2) for t in import_times]}, indent=2))
+        ranks.log(f"custom_op import time per rank: "
+                  + ", ".join(f"{t:.1f} s" for t in import_times))
+    if ranks.distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,303 @@
+"""The SageMaker entry point (sagemaker/train.py), its local torchrun run
+(sagemaker/run_local.sh) and the launcher's dry run (sagemaker/launch.py).
+
+Everything runs in subprocesses with timeouts; nothing contacts AWS (a fake
+``sagemaker`` package on PYTHONPATH fails loudly if the launcher imports the
+SDK). Two tests build custom_op cold (~15-20 s each), as a training job does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAGEMAKER = REPO / "sagemaker"
+BUILDING = "building the native extension"
+WAITING = "waiting for another process"
+
+# Variables of the surrounding environment that would change what the scripts do.
+_SCRUBBED_PREFIXES = ("SM_", "CUSTOM_OP_", "TORCHELASTIC_")
+_SCRUBBED = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+             "PYTHONPATH", "WORK_DIR", "NPROC", "NUM_IMAGES", "IMAGE_HEIGHT", "IMAGE_WIDTH"}
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path (gloo), even on a machine with GPUs
+    env.update(extra)
+    return env
+
+
+def run(command: list, *, cwd: Path, env: dict, timeout: float) -> tuple[int, str]:
+    done = subprocess.run([str(c) for c in command], cwd=cwd, env=env, timeout=timeout,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return done.returncode, done.stdout
+
+
+def make_dataset(root: Path, images: int, height: int, width: int) -> None:
+    code, output = run([sys.executable, SAGEMAKER / "make_dataset.py", root, "--images", images,
+                        "--height", height, "--width", width],
+                       cwd=REPO, env=clean_env(), timeout=120)
+    assert code == 0, output
+
+
+def load_train_module():
+    spec = importlib.util.spec_from_file_location("train_under_test", SAGEMAKER / "train.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_saved_model(path: Path, classes: list[str]) -> None:
+    import torch
+
+    checkpoint = torch.load(path, map_location="cpu")
+    assert checkpoint["classes"] == classes
+    model = load_train_module().build_model(len(classes))
+    model.load_state_dict(checkpoint["state_dict"])
+    model.eval()
+    crops = torch.randint(0, 256, (2, 3, checkpoint["crop_size"], checkpoint["crop_size"]),
+                          dtype=torch.uint8)
+    with torch.no_grad():
+        assert model(crops).shape == (2, len(classes))
+
+
+# --------------------------------------------------------------------------
+# The two-rank local job: torchrun, gloo, cold custom_op build inside the job.
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def local_job(tmp_path_factory):
+    work = tmp_path_factory.mktemp("sagemaker_local")
+    env = clean_env(PY=sys.executable, WORK_DIR=str(work), NPROC="2", NUM_IMAGES="40",
+                    IMAGE_HEIGHT="96", IMAGE_WIDTH="128")
+    # 40 images, 2 ranks, 4 per batch: 5 steps per epoch; 6 steps end in epoch 2.
+    code, output = run(["bash", SAGEMAKER / "run_local.sh", "--crop-size", "64", "--batch-size",
+                        "4", "--max-steps", "6", "--epochs", "2", "--num-workers", "1",
+                        "--log-indices", work / "indices"],
+                       cwd=REPO, env=env, timeout=420)
+    assert code == 0, output[-6000:]
+    return work, output
+
+
+def test_local_job_builds_once_and_saves_model(local_job):
+    work, output = local_job
+    assert output.count(BUILDING) == 1, output
+    assert output.count(WAITING) == 1, output  # the other rank waited for the build
+    assert re.search(r"built in [0-9.]+ s", output)
+    builds = list((work / "custom_op_build").glob("*/_C*"))
+    assert len(builds) == 1, builds
+    assert "DistributedDataParallel: backend gloo, 2 ranks" in output
+    assert "reached --max-steps 6" in output
+    check_saved_model(work / "model" / "model.pth", ["class_a", "class_b"])
+
+
+def test_local_job_logs_throughput_on_rank_0(local_job):
+    work, output = local_job
+    for epoch in (1, 2):
+        line = re.search(rf"^\[rank 0/2\] epoch {epoch}/2: .*$", output, re.MULTILINE)
+        assert line, output
+        assert re.search(r"[0-9.]+ images/s", line.group()) and "step time" in line.group()
+    assert "[rank 1/2] epoch" not in output
+    metrics = json.loads((work / "output" / "data" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["steps"] == 6
+    assert [e["steps"] for e in metrics["epochs"]] == [5, 1]
+    assert [e["images"] for e in metrics["epochs"]] == [40, 8]
+    assert all(e["images_per_second"] > 0 and e["step_time_seconds"] > 0
+               for e in metrics["epochs"])
+    assert len(metrics["custom_op_import_seconds"]) == 2
+
+
+def test_local_job_ranks_see_disjoint_data(local_job):
+    work, _ = local_job
+    logs = [json.loads((work / "indices" / f"indices-rank{r}.json").read_text()) for r in (0, 1)]
+    assert [log["rank"] for log in logs] == [0, 1]
+    assert all(log["world_size"] == 2 and log["dataset_size"] == 40 for log in logs)
+    first, second = ([epoch["indices"] for epoch in log["epochs"]] for log in logs)
+    assert len(first) == len(second) == 2
+    # Epoch 1: each rank saw half the data, no sample twice, nothing in common.
+    assert len(first[0]) == len(set(first[0])) == 20
+    assert len(second[0]) == len(set(second[0])) == 20
+    assert not set(first[0]) & set(second[0])
+    assert set(first[0]) | set(second[0]) == set(range(40))
+    # Epoch 2 (one step of 4 each): still disjoint, and reshuffled by set_epoch.
+    assert len(first[1]) == len(second[1]) == 4
+    assert not set(first[1]) & set(second[1])
+    assert first[1] != first[0][:4]
+
+
+# --------------------------------------------------------------------------
+# One plain process, no SM_* variables, from a staged source_dir (the layout of
+# /opt/ml/code in a job: custom_op next to train.py).
+# --------------------------------------------------------------------------
+
+def fake_sdk(tmp_path: Path, body: str) -> Path:
+    """A folder holding a `sagemaker` package whose import runs `body`."""
+    root = tmp_path / "fake_sdk"
+    (root / "sagemaker").mkdir(parents=True, exist_ok=True)
+    (root / "sagemaker" / "__init__.py").write_text(body + "\n")
+    return root
+
+
+def dry_run(tmp_path: Path, *arguments: str) -> tuple[int, str]:
+    guard = fake_sdk(tmp_path, "raise RuntimeError('launch.py --dry-run imported the SDK')")
+    return run([sys.executable, SAGEMAKER / "launch.py", "--dry-run", *arguments], cwd=tmp_path,
+               env=clean_env(PYTHONPATH=str(guard)), timeout=60)
+
+
+def test_plain_run_with_defaults_from_staged_source_dir(tmp_path):
+    stage = tmp_path / "source_dir"
+    code, output = dry_run(tmp_path, "--source-dir", str(stage))
+    assert code == 0, output
+    job = tmp_path / "job"
+    make_dataset(job / "data" / "train", 20, 240, 320)  # the default crop is 224
+    # No arguments, no SM_*, no PYTHONPATH, no CUSTOM_OP_BUILD_DIR: all defaults.
+    code, output = run([sys.executable, stage / "train.py"], cwd=job, env=clean_env(),
+                       timeout=300)
+    assert code == 0, output[-6000:]
+    assert output.count(BUILDING) == 1  # cold: the staged package has never been built
+    assert f"from {stage.resolve() / 'custom_op'}" in output  # custom_op next to train.py
+    assert "one process on cpu" in output
+    assert re.search(r"^\[rank 0/1\] epoch 2/2: .* images/s", output, re.MULTILINE), output
+    check_saved_model(job / "model" / "model.pth", ["class_a", "class_b"])
+    assert json.loads((job / "output" / "metrics.json").read_text())["world_size"] == 1
+    assert list((stage / "custom_op" / "_build").glob("*/_C*"))
+
+
+# --------------------------------------------------------------------------
+# A missing or empty channel folder: a clear message before anything starts.
+# --------------------------------------------------------------------------
+
+def run_train(cwd: Path, **env: str) -> tuple[int, str]:
+    return run([sys.executable, SAGEMAKER / "train.py"], cwd=cwd, env=clean_env(**env), timeout=60)
+
+
+def test_missing_default_channel_folder(tmp_path):
+    code, output = run_train(tmp_path)
+    assert code != 0
+    assert f"{tmp_path.resolve() / 'data' / 'train'} does not exist" in output
+    assert "SM_CHANNEL_TRAIN" in output
+    assert "Traceback" not in output and BUILDING not in output
+
+
+def test_missing_channel_folder_from_environment(tmp_path):
+    missing = tmp_path / "input" / "data" / "train"
+    code, output = run_train(tmp_path, SM_CHANNEL_TRAIN=str(missing))
+    assert code != 0
+    assert f"{missing.resolve()} does not exist" in output and "SM_CHANNEL_TRAIN" in output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("layout", ["empty", "class folders without images", "loose images"])
+def test_empty_channel_folder(tmp_path, layout):
+    channel = tmp_path / "channel"
+    channel.mkdir()
+    if layout == "class folders without images":
+        (channel / "cats").mkdir()
+        (channel / "dogs").mkdir()
+        (channel / "dogs" / "notes.txt").write_text("not an image")
+    elif layout == "loose images":
+        (channel / "a.jpg").write_bytes(b"\xff\xd8\xff")
+    code, output = run_train(tmp_path, SM_CHANNEL_TRAIN=str(channel))
+    assert code != 0
+    assert f"{channel.resolve()} is empty" in output and "SM_CHANNEL_TRAIN" in output
+    if layout == "loose images":
+        assert "one subfolder per class" in output
+    assert "Traceback" not in output and BUILDING not in output
+
+
+# --------------------------------------------------------------------------
+# launch.py --dry-run: the estimator's configuration, without the SDK or AWS.
+# --------------------------------------------------------------------------
+
+def dry_run_config(tmp_path: Path, *arguments: str) -> dict:
+    code, output = dry_run(tmp_path, "--source-dir", str(tmp_path / "stage"), *arguments)
+    assert code == 0, output
+    return json.loads(output)
+
+
+def test_dry_run_stages_custom_op_sources(tmp_path):
+    config = dry_run_config(tmp_path)
+    files = config["source_dir_files"]
+    for name in ("train.py", "requirements.txt", "custom_op/__init__.py", "custom_op/setup.py",
+                 "custom_op/decode_and_crop_jpeg.cpp", "custom_op/csrc/jpeg_decoder.h"):
+        assert name in files, files
+    assert not [f for f in files if "_build/" in f or "__pycache__" in f or f.endswith(".so")]
+    assert sorted(str(p.relative_to(tmp_path / "stage")) for p in (tmp_path / "stage").rglob("*")
+                  if p.is_file()) == files
+    estimator = config["estimator"]
+    assert estimator["entry_point"] == "train.py"
+    assert estimator["source_dir"] == str((tmp_path / "stage").resolve())
+    assert estimator["framework_version"] and estimator["py_version"].startswith("py3")
+    # A second run replaces its own staging folder.
+    assert dry_run_config(tmp_path)["source_dir_files"] == files
+
+
+def test_dry_run_multi_gpu_uses_torch_distributed(tmp_path):
+    config = dry_run_config(tmp_path, "--instance-type", "ml.g5.12xlarge", "--instance-count",
+                            "2", "--train-s3", "s3://example-bucket/train",
+                            "--", "--epochs", "3", "--batch-size", "64", "--lr", "0.05",
+                            "--max-steps", "0", "--crop-size", "256")
+    estimator = config["estimator"]
+    assert estimator["distribution"] == {"torch_distributed": {"enabled": True}}
+    assert estimator["instance_type"] == "ml.g5.12xlarge" and estimator["instance_count"] == 2
+    assert config["gpus_per_instance"] == 4 and config["ranks"] == 8
+    assert estimator["hyperparameters"] == {"epochs": 3, "batch-size": 64, "lr": 0.05,
+                                            "max-steps": 0, "crop-size": 256}
+    assert config["fit"]["inputs"] == {"train": "s3://example-bucket/train"}
+    assert "image_uri" not in estimator and "environment" not in estimator
+
+
+def test_dry_run_custom_image_and_environment(tmp_path):
+    estimator = dry_run_config(tmp_path, "--image-uri", "example.com/custom_op:1", "--env",
+                               "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build")["estimator"]
+    assert estimator["image_uri"] == "example.com/custom_op:1"
+    assert estimator["environment"] == {"CUSTOM_OP_BUILD_DIR": "/opt/custom_op_build"}
+
+
+def test_dry_run_multi_gpu_single_instance(tmp_path):
+    config = dry_run_config(tmp_path, "--instance-type", "ml.p4d.24xlarge")
+    assert config["estimator"]["distribution"] == {"torch_distributed": {"enabled": True}}
+    assert config["ranks"] == 8
+
+
+@pytest.mark.parametrize("instance_type", ["ml.c5.2xlarge", "ml.p3.2xlarge"])
+def test_dry_run_single_process_has_no_distribution(tmp_path, instance_type):
+    config = dry_run_config(tmp_path, "--instance-type", instance_type, "--instance-count", "1")
+    assert "distribution" not in config["estimator"]
+    assert config["ranks"] == 1
+    assert config["gpus_per_instance"] == (0 if ".c5." in instance_type else 1)
+
+
+def test_dry_run_refuses_several_cpu_instances(tmp_path):
+    code, output = dry_run(tmp_path, "--instance-type", "ml.c5.4xlarge", "--instance-count", "2")
+    assert code != 0 and "torch_distributed" in output and "Traceback" not in output
+
+
+def test_dry_run_checks_hyperparameters(tmp_path):
+    code, output = dry_run(tmp_path, "--", "--epochs", "0")
+    assert code != 0 and "--epochs must be at least 1" in output
+    code, output = dry_run(tmp_path, "--", "--no-such-option", "1")
+    assert code != 0 and "unrecognized arguments" in output
+    code, output = dry_run(tmp_path, "--", "--model-dir", "/tmp/x")
+    assert code != 0 and "set by SageMaker" in output
+
+
+def test_launch_without_sdk_says_what_to_install(tmp_path):
+    # A stand-in for "not installed": even with the real SDK present, nothing reaches AWS.
+    missing = fake_sdk(tmp_path, "raise ImportError('simulated: the SDK is not installed')")
+    code, output = run([sys.executable, SAGEMAKER / "launch.py", "--train-s3", "s3://b/train",
+                        "--source-dir", tmp_path / "stage"], cwd=tmp_path,
+                       env=clean_env(PYTHONPATH=str(missing)), timeout=60)
+    assert code != 0
+    assert "pip install 'sagemaker>=2.200,<3'" in output and "--dry-run" in output
+    assert "Traceback" not in output
