@@ -10,8 +10,20 @@ from ._build import load_extension as _load_extension
 
 _C = _load_extension()
 
-from ._decode import decode_and_crop_jpeg, jpeg_size, libjpeg_version  # noqa: E402
+from ._decode import (  # noqa: E402
+    decode_and_crop_jpeg,
+    decode_and_resized_crop_jpeg,
+    jpeg_size,
+    libjpeg_version,
+)
 from . import transforms  # noqa: E402
 
-__all__ = ["decode_and_crop_jpeg", "jpeg_size", "libjpeg_version", "JpegDecodeError", "transforms"]
+__all__ = [
+    "decode_and_crop_jpeg",
+    "decode_and_resized_crop_jpeg",
+    "jpeg_size",
+    "libjpeg_version",
+    "JpegDecodeError",
+    "transforms",
+]
 __version__ = "0.1.0"

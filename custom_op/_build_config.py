@@ -27,10 +27,13 @@ HEADERS = ("csrc/jpeg_decoder.h",)
 BUILD_FILES = ("setup.py", "_build_config.py")
 
 LIBRARIES = ("jpeg",)
-#: -g0 drops the debug information Python's own CFLAGS ask for: it is most of
-#: the compile time and of the module's size, and nobody debugs a cold-cache
-#: training job with gdb.
-EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fvisibility=hidden")
+#: These come after Python's own CFLAGS and override them. -g0 drops the debug
+#: information they ask for: it is most of the compile time and of the
+#: module's size, and nobody debugs a cold-cache training job with gdb.
+#: -fno-wrapv undoes CPython's -fwrapv, which stops GCC from vectorising the
+#: loops that split pixels into planes (measured: a full 375 x 500 decode took
+#: 2.0 ms with it, 1.55 ms without).
+EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
 
 
 def jpeg_prefixes() -> list[Path]:

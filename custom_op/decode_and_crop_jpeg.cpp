@@ -10,8 +10,14 @@
 #include <ATen/ops/empty.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
+#include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "csrc/jpeg_decoder.h"
 
@@ -52,8 +58,9 @@ ByteSpan span_of_buffer(const py::buffer_info& info) {
   return ByteSpan{static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size)};
 }
 
-[[noreturn]] void raise_status(const char* function, const custom_op::Status& status) {
-  const std::string message = std::string(function) + "(): " + status.message;
+[[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
+                               const std::string& context = "") {
+  const std::string message = std::string(function) + "(): " + context + status.message;
   if (status.code == custom_op::StatusCode::kInvalidArgument) {
     throw py::value_error(message);
   }
@@ -81,7 +88,11 @@ custom_op::ColorMode to_mode(int64_t mode) {
 }
 
 py::tuple jpeg_size(ByteSpan bytes) {
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, custom_op::DecodeOptions{});
+  // Not strict: a warning in the header does not change the size, and
+  // decode_and_crop_jpeg still raises for it when asked to be strict.
+  custom_op::DecodeOptions options;
+  options.strict = false;
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
   custom_op::JpegInfo info;
   custom_op::Status status = decoder.read_header(&info);
   if (!status.ok()) {
@@ -116,6 +127,153 @@ at::Tensor decode_and_crop(ByteSpan bytes, int64_t crop_y, int64_t crop_x, int64
     raise_status(name, status);
   }
   return out;
+}
+
+// What one resized decode needs besides the bytes.
+struct ResizeRequest {
+  custom_op::Window window;
+  int64_t out_height;
+  int64_t out_width;
+  int scale_num;
+  bool antialias;
+};
+
+// Header, window check, allocation and decode of one image; never throws.
+// `out` receives the new tensor. Runs without the GIL (the batch runs it on
+// several threads at once).
+custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
+                             custom_op::ColorMode mode, const ResizeRequest* resize,
+                             const custom_op::Window& window, at::Tensor* out) {
+  try {
+    custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
+    custom_op::JpegInfo info;
+    custom_op::Status status = decoder.read_header(&info);
+    if (!status.ok()) {
+      return status;
+    }
+    status = decoder.check_window(window);
+    if (!status.ok()) {
+      return status;
+    }
+    const int64_t channels = custom_op::output_channels(info, mode);
+    if (resize == nullptr) {
+      *out = at::empty({channels, window.height, window.width}, at::kByte);
+      return decoder.decode(window, mode, out->data_ptr<uint8_t>());
+    }
+    *out = at::empty({channels, resize->out_height, resize->out_width}, at::kByte);
+    return decoder.decode_resized(window, mode, resize->scale_num,
+                                  static_cast<int>(resize->out_height),
+                                  static_cast<int>(resize->out_width), resize->antialias,
+                                  out->data_ptr<uint8_t>());
+  } catch (const std::exception& e) {  // bad_alloc and the like: report, do not unwind into a thread.
+    return custom_op::Status{custom_op::StatusCode::kDecodeError, e.what()};
+  }
+}
+
+at::Tensor decode_and_resize(ByteSpan bytes, const ResizeRequest& request, int64_t mode, bool strict,
+                             int64_t max_pixels, int64_t max_scans) {
+  const custom_op::ColorMode color_mode = to_mode(mode);
+  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true);
+  if (request.scale_num < 1 || request.scale_num > 8 || request.out_height < 1 ||
+      request.out_width < 1 || request.out_height > 65535 || request.out_width > 65535) {
+    throw py::value_error("scale_num must be 1..8 and the output size 1..65535");
+  }
+  at::Tensor out;
+  custom_op::Status status;
+  {
+    py::gil_scoped_release no_gil;
+    status = decode_one(bytes, options, color_mode, &request, request.window, &out);
+  }
+  if (!status.ok()) {
+    raise_status("decode_and_resized_crop_jpeg", status);
+  }
+  return out;
+}
+
+// The encoded bytes of every batch member, kept alive for the whole call.
+class BatchInputs {
+ public:
+  explicit BatchInputs(const py::sequence& datas) {
+    spans_.reserve(datas.size());
+    const py::object tensor_class = py::module_::import("torch").attr("Tensor");
+    for (const py::handle item : datas) {
+      if (py::isinstance(item, tensor_class)) {
+        tensors_.push_back(py::cast<at::Tensor>(item));
+        spans_.push_back(span_of_tensor(tensors_.back()));
+      } else {
+        buffers_.push_back(std::make_unique<py::buffer_info>(py::reinterpret_borrow<py::buffer>(item).request()));
+        spans_.push_back(span_of_buffer(*buffers_.back()));
+      }
+    }
+  }
+  const std::vector<ByteSpan>& spans() const { return spans_; }
+
+ private:
+  std::vector<ByteSpan> spans_;
+  std::vector<at::Tensor> tensors_;
+  std::vector<std::unique_ptr<py::buffer_info>> buffers_;
+};
+
+// Runs task(i) for i in [0, count) on `num_threads` threads (the caller's
+// included), each taking the next index when done with one.
+template <typename Task>
+void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    for (size_t i = next++; i < count; i = next++) {
+      task(i);
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t extra = static_cast<size_t>(std::max<int64_t>(num_threads, 1)) - 1;
+  for (size_t t = 0; t < std::min(extra, count); ++t) {
+    try {
+      threads.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // No more threads to be had: the ones running finish the work.
+    }
+  }
+  worker();
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+}
+
+std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vector<int64_t>& boxes,
+                                     const std::vector<int64_t>& scale_nums, int64_t out_height,
+                                     int64_t out_width, int64_t mode, bool antialias,
+                                     bool strict, int64_t max_pixels, int64_t max_scans,
+                                     int64_t num_threads) {
+  const char* name = "decode_and_crop_jpeg_batch";
+  const size_t count = datas.size();
+  const bool resize = out_height > 0;
+  if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
+    throw py::value_error("boxes must hold 4 numbers per image (this is a bug in custom_op)");
+  }
+  const custom_op::ColorMode color_mode = to_mode(mode);
+  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true);
+  BatchInputs inputs(datas);
+  std::vector<at::Tensor> outputs(count);
+  std::vector<custom_op::Status> statuses(count);
+  {
+    py::gil_scoped_release no_gil;
+    run_in_parallel(count, num_threads, [&](size_t i) {
+      const custom_op::Window window{boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]};
+      if (!resize) {
+        statuses[i] = decode_one(inputs.spans()[i], options, color_mode, nullptr, window, &outputs[i]);
+        return;
+      }
+      const ResizeRequest request{window, out_height, out_width, static_cast<int>(scale_nums[i]),
+                                  antialias};
+      statuses[i] = decode_one(inputs.spans()[i], options, color_mode, &request, window, &outputs[i]);
+    });
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (!statuses[i].ok()) {
+      raise_status(name, statuses[i], "image " + std::to_string(i) + ": ");
+    }
+  }
+  return outputs;
 }
 
 }  // namespace
@@ -166,4 +324,25 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
       py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
       py::arg("max_scans"), py::arg("exact_edges") = true);
+
+  m.def(
+      "decode_and_resized_crop_jpeg",
+      [](const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
+         int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
+         int64_t max_pixels, int64_t max_scans) {
+        const ResizeRequest request{{y, x, h, w}, out_height, out_width, static_cast<int>(scale_num),
+                                    antialias};
+        return decode_and_resize(span_of_tensor(data), request, mode, strict, max_pixels, max_scans);
+      });
+  m.def(
+      "decode_and_resized_crop_jpeg",
+      [](const py::buffer& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
+         int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
+         int64_t max_pixels, int64_t max_scans) {
+        const py::buffer_info info = data.request();
+        const ResizeRequest request{{y, x, h, w}, out_height, out_width, static_cast<int>(scale_num),
+                                    antialias};
+        return decode_and_resize(span_of_buffer(info), request, mode, strict, max_pixels, max_scans);
+      });
+  m.def("decode_batch", &decode_batch);
 }

@@ -1,0 +1,117 @@
+// Separable resampling of uint8 planes with the triangle ("bilinear") filter,
+// widened by the shrink factor when antialiasing, as Pillow's resize and
+// torchvision's resize(antialias=True) define it. The source region is a box
+// with fractional edges, so a window decoded at a reduced DCT scale (whose
+// edges fall between scaled pixels) maps exactly onto the output.
+//
+// Torch-free, like the rest of the core.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace custom_op {
+
+// For each output sample along one axis: the first input sample it reads and
+// its weights (normalised to sum 1).
+struct ResampleTaps {
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<float> weights;  // out_size * max_taps, row i starts at i * max_taps.
+  int max_taps = 0;
+};
+
+// Taps that map the input interval [box_start, box_start + box_size) (in
+// input samples; 0 is the left edge of sample 0) onto `out_size` samples.
+inline ResampleTaps resample_taps(double box_start, double box_size, int in_size, int out_size,
+                                  bool antialias) {
+  ResampleTaps taps;
+  const double scale = box_size / out_size;
+  // Shrinking by `scale` stretches the filter by as much, so every input
+  // sample contributes: that is what antialiasing means here.
+  const double filter_scale = antialias ? std::max(scale, 1.0) : 1.0;
+  const double support = 1.0 * filter_scale;  // The triangle's half-width is 1.
+  taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  taps.first.resize(out_size);
+  taps.count.resize(out_size);
+  taps.weights.assign(static_cast<size_t>(out_size) * taps.max_taps, 0.0f);
+  for (int i = 0; i < out_size; ++i) {
+    const double center = box_start + (i + 0.5) * scale;
+    int lo = static_cast<int>(center - support + 0.5);
+    int hi = static_cast<int>(center + support + 0.5);
+    lo = std::max(lo, 0);
+    hi = std::min(hi, in_size);
+    if (hi <= lo) {  // A box at the very edge: take the nearest sample.
+      lo = std::min(std::max(static_cast<int>(center), 0), in_size - 1);
+      hi = lo + 1;
+    }
+    hi = std::min(hi, lo + taps.max_taps);
+    float* w = &taps.weights[static_cast<size_t>(i) * taps.max_taps];
+    double total = 0.0;
+    for (int j = lo; j < hi; ++j) {
+      const double distance = std::fabs((j + 0.5 - center) / filter_scale);
+      const double weight = distance < 1.0 ? 1.0 - distance : 0.0;
+      w[j - lo] = static_cast<float>(weight);
+      total += weight;
+    }
+    if (total <= 0.0) {
+      w[0] = 1.0f;
+      hi = lo + 1;
+      total = 1.0;
+    }
+    for (int j = 0; j < hi - lo; ++j) {
+      w[j] = static_cast<float>(w[j] / total);
+    }
+    taps.first[i] = lo;
+    taps.count[i] = hi - lo;
+  }
+  return taps;
+}
+
+// Resamples one row of `in` (uint8) into `out` (float) along the row.
+inline void resample_row(const uint8_t* in, const ResampleTaps& taps, float* out) {
+  const int out_size = static_cast<int>(taps.first.size());
+  for (int i = 0; i < out_size; ++i) {
+    const uint8_t* src = in + taps.first[i];
+    const float* w = &taps.weights[static_cast<size_t>(i) * taps.max_taps];
+    float sum = 0.0f;
+    for (int j = 0; j < taps.count[i]; ++j) {
+      sum += w[j] * src[j];
+    }
+    out[i] = sum;
+  }
+}
+
+inline uint8_t round_to_byte(float value) {
+  const float rounded = std::nearbyint(value);
+  return static_cast<uint8_t>(rounded < 0.0f ? 0.0f : (rounded > 255.0f ? 255.0f : rounded));
+}
+
+// Resamples the columns of `rows` (in_rows x width floats, row-major) into
+// `out` (taps.first.size() x width bytes).
+inline void resample_columns(const float* rows, int width, const ResampleTaps& taps, uint8_t* out,
+                             std::vector<float>* scratch) {
+  const int out_rows = static_cast<int>(taps.first.size());
+  scratch->assign(static_cast<size_t>(width), 0.0f);
+  float* acc = scratch->data();
+  for (int i = 0; i < out_rows; ++i) {
+    std::fill(acc, acc + width, 0.0f);
+    const float* w = &taps.weights[static_cast<size_t>(i) * taps.max_taps];
+    for (int j = 0; j < taps.count[i]; ++j) {
+      const float* src = rows + static_cast<size_t>(taps.first[i] + j) * width;
+      const float weight = w[j];
+      for (int x = 0; x < width; ++x) {
+        acc[x] += weight * src[x];
+      }
+    }
+    uint8_t* dst = out + static_cast<size_t>(i) * width;
+    for (int x = 0; x < width; ++x) {
+      dst[x] = round_to_byte(acc[x]);
+    }
+  }
+}
+
+}  // namespace custom_op

@@ -1,0 +1,441 @@
+// A plain C++ test driver for the torch-free core (custom_op/csrc/jpeg_decoder.h),
+// built with ASan and UBSan by `make sanitize` (see fuzz/fuzz.mk).
+//
+// Usage: core_test PATH...   (folders, whose files are all read, or files)
+//
+// Every file, and a few altered copies of it (truncated, one bit flipped, a
+// progressive file ended after half its scans), is decoded in every mode, strict and not, whole and through a dozen windows.
+// The invariants:
+//   - a failure is a Status (kDecodeError with libjpeg's text), never a crash,
+//     and a bad window or a second decode() is kInvalidArgument;
+//   - a whole decode writes every output byte and is deterministic;
+//   - when the whole decode succeeds, every window succeeds too and equals
+//     the same window of the whole decode, bit for bit;
+//   - max_pixels and max_scans fail with their names in the message.
+// The last line is "N passed, N failed"; the exit status is 1 on any failure.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jpeg_decoder.h"
+
+namespace {
+
+using custom_op::ColorMode;
+using custom_op::DecodeOptions;
+using custom_op::JpegDecoder;
+using custom_op::JpegInfo;
+using custom_op::Status;
+using custom_op::StatusCode;
+using custom_op::Window;
+using Bytes = std::vector<uint8_t>;
+
+const char* mode_name(ColorMode mode) {
+  switch (mode) {
+    case ColorMode::kRgb:
+      return "rgb";
+    case ColorMode::kGray:
+      return "gray";
+    case ColorMode::kUnchanged:
+      return "unchanged";
+  }
+  return "?";
+}
+
+std::string describe(const Window& w) {
+  return "window (y=" + std::to_string(w.y) + ", x=" + std::to_string(w.x) +
+         ", h=" + std::to_string(w.height) + ", w=" + std::to_string(w.width) + ")";
+}
+
+// Collects the failures of one test case; the case passes when there are none.
+class Case {
+ public:
+  explicit Case(std::string name) : name_(std::move(name)) {}
+
+  void fail(const std::string& why) {
+    if (failures_ < 5) {
+      std::printf("FAIL %s: %s\n", name_.c_str(), why.c_str());
+    }
+    ++failures_;
+  }
+
+  void expect(bool condition, const std::string& why) {
+    if (!condition) {
+      fail(why);
+    }
+  }
+
+  bool passed() const { return failures_ == 0; }
+
+ private:
+  std::string name_;
+  int failures_ = 0;
+};
+
+// A failed Status from a valid call must be a decode error with a message.
+void expect_decode_error(Case* c, const Status& status, const std::string& what) {
+  c->expect(status.code == StatusCode::kDecodeError,
+            what + " failed with a code other than kDecodeError: " + status.message);
+  c->expect(!status.message.empty(), what + " failed without a message");
+}
+
+struct Decoded {
+  Status status;
+  JpegInfo info;
+  Bytes pixels;
+};
+
+// Reads the header and decodes `window` (the whole image when its height is
+// 0) into a buffer of exactly the right size, pre-filled with `fill` so that
+// unwritten bytes show up. ASan catches writes past its end.
+Decoded decode(const Bytes& file, Window window, ColorMode mode, const DecodeOptions& options,
+               uint8_t fill) {
+  Decoded result;
+  JpegDecoder decoder(file.data(), file.size(), options);
+  result.status = decoder.read_header(&result.info);
+  if (!result.status.ok()) {
+    return result;
+  }
+  if (window.height == 0) {
+    window = Window{0, 0, result.info.height, result.info.width};
+  }
+  result.pixels.assign(static_cast<size_t>(custom_op::output_channels(result.info, mode)) *
+                           static_cast<size_t>(window.height * window.width),
+                       fill);
+  result.status = decoder.decode(window, mode, result.pixels.data());
+  return result;
+}
+
+// The window `w` cut out of a whole decode, plane by plane.
+Bytes cut(const Bytes& whole, const JpegInfo& info, int channels, const Window& w) {
+  Bytes out;
+  out.reserve(static_cast<size_t>(channels * w.height * w.width));
+  const size_t plane = static_cast<size_t>(info.height) * info.width;
+  for (int c = 0; c < channels; ++c) {
+    for (int64_t y = w.y; y < w.y + w.height; ++y) {
+      const auto row = whole.begin() + static_cast<ptrdiff_t>(c * plane + y * info.width + w.x);
+      out.insert(out.end(), row, row + w.width);
+    }
+  }
+  return out;
+}
+
+// A small deterministic generator, so that a failure names a window that
+// the next run tries again.
+class Lcg {
+ public:
+  explicit Lcg(uint64_t seed) : state_(seed * 6364136223846793005ULL + 1442695040888963407ULL) {}
+  int64_t below(int64_t n) {
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>((state_ >> 33) % static_cast<uint64_t>(n));
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Windows at the image's corners and edges, across iMCU boundaries (8 and 16
+// pixels), one pixel wide or high, and a few random ones.
+std::vector<Window> windows_for(const JpegInfo& info, uint64_t seed) {
+  const int64_t h = info.height;
+  const int64_t w = info.width;
+  auto clip = [&](int64_t y, int64_t x, int64_t wh, int64_t ww) {
+    y = std::min(y, h - 1);
+    x = std::min(x, w - 1);
+    return Window{y, x, std::max<int64_t>(1, std::min(wh, h - y)),
+                  std::max<int64_t>(1, std::min(ww, w - x))};
+  };
+  std::vector<Window> windows = {
+      clip(0, 0, 1, 1),
+      clip(h - 1, w - 1, 1, 1),
+      clip(h / 4, w / 4, h / 2, w / 2),
+      clip(0, w / 2, h, 1),
+      clip(h / 2, 0, 1, w),
+      clip(7, 15, 18, 17),
+      clip(16, 16, 16, 16),
+      clip(9, 1, h, w - 2),
+  };
+  Lcg random(seed);
+  for (int i = 0; i < 4; ++i) {
+    const int64_t y = random.below(h);
+    const int64_t x = random.below(w);
+    windows.push_back(Window{y, x, 1 + random.below(h - y), 1 + random.below(w - x)});
+  }
+  return windows;
+}
+
+// Windows that do not fit; decode() must refuse them before writing anything.
+std::vector<Window> bad_windows_for(const JpegInfo& info) {
+  const int64_t h = info.height;
+  const int64_t w = info.width;
+  return {
+      Window{0, 0, 0, w},  Window{0, 0, h, 0},     Window{-1, 0, 1, 1},
+      Window{0, -1, 1, 1}, Window{h, 0, 1, 1},     Window{0, w, 1, 1},
+      Window{0, 0, h + 1, w}, Window{0, 0, h, w + 1}, Window{1, 1, h, w},
+  };
+}
+
+// Fuzzer-made headers claim up to 16384 x 16384 pixels; decoding those a
+// dozen times under ASan would take minutes and gigabytes and test nothing
+// new, so larger images stop at the header, as in fuzz/decode_fuzzer.cc.
+constexpr int64_t kMaxPixels = int64_t{1} << 22;
+
+// One file in one mode with one strictness.
+bool check_file(const std::string& name, const Bytes& file, ColorMode mode, bool strict,
+                uint64_t seed) {
+  Case c(name + " [" + mode_name(mode) + (strict ? " strict" : " lenient") + "]");
+  DecodeOptions options;
+  options.strict = strict;
+  options.limits.max_pixels = kMaxPixels;
+
+  // The header alone, destroyed without a decode (LeakSanitizer checks the
+  // decompressor is freed), and a decode() without a header.
+  JpegInfo info;
+  Status header;
+  {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    header = decoder.read_header(&info);
+  }
+  if (!header.ok()) {
+    expect_decode_error(&c, header, "read_header");
+    JpegDecoder decoder(file.data(), file.size(), options);
+    uint8_t unused = 0;
+    c.expect(decoder.decode(Window{0, 0, 1, 1}, mode, &unused).code == StatusCode::kInvalidArgument,
+             "decode() without a header did not return kInvalidArgument");
+    return c.passed();
+  }
+  c.expect(info.height >= 1 && info.width >= 1, "the header gave an empty image");
+  c.expect(info.channels == 1 || info.channels == 3 || info.channels == 4,
+           "the header gave " + std::to_string(info.channels) + " channels");
+  const int channels = custom_op::output_channels(info, mode);
+
+  for (const Window& bad : bad_windows_for(info)) {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    if (decoder.read_header(&unused).ok()) {
+      // nullptr: a decode() that wrote anything would crash.
+      const Status status = decoder.decode(bad, mode, nullptr);
+      c.expect(status.code == StatusCode::kInvalidArgument,
+               describe(bad) + " was not refused: " + status.message);
+    }
+  }
+
+  const Decoded whole = decode(file, Window{}, mode, options, 0x00);
+  if (whole.status.ok()) {
+    const Decoded again = decode(file, Window{}, mode, options, 0xff);
+    c.expect(again.status.ok(), "a second whole decode failed: " + again.status.message);
+    c.expect(whole.pixels == again.pixels,
+             "two whole decodes differ (bytes left unwritten or non-determinism)");
+  } else {
+    expect_decode_error(&c, whole.status, "the whole decode");
+  }
+
+  {
+    // A decoder decodes once; the second call is refused.
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    if (decoder.read_header(&unused).ok()) {
+      Bytes out(static_cast<size_t>(channels));
+      decoder.decode(Window{0, 0, 1, 1}, mode, out.data());
+      c.expect(decoder.decode(Window{0, 0, 1, 1}, mode, out.data()).code ==
+                   StatusCode::kInvalidArgument,
+               "a second decode() was not refused");
+    }
+  }
+
+  {
+    // The convenience path agrees with the decoder, and refuses a short buffer.
+    const Window all{0, 0, info.height, info.width};
+    Bytes out(static_cast<size_t>(channels) * info.height * info.width, 0x33);
+    const Status status = custom_op::decode_window(file.data(), file.size(), all, mode, options,
+                                                   out.data(), out.size());
+    c.expect(status.ok() == whole.status.ok(),
+             "decode_window() and JpegDecoder disagree: " + status.message);
+    c.expect(!status.ok() || !whole.status.ok() || out == whole.pixels,
+             "decode_window() differs from the whole decode");
+    c.expect(custom_op::decode_window(file.data(), file.size(), all, mode, options, out.data(),
+                                      out.size() - 1)
+                     .code == StatusCode::kInvalidArgument,
+             "decode_window() accepted a buffer one byte short");
+  }
+
+  for (const Window& window : windows_for(info, seed)) {
+    const Decoded crop = decode(file, window, mode, options, 0x5a);
+    if (!crop.status.ok()) {
+      expect_decode_error(&c, crop.status, describe(window));
+      c.expect(!whole.status.ok(), describe(window) + " failed although the whole decode succeeded: " +
+                                       crop.status.message);
+      continue;
+    }
+    if (whole.status.ok()) {
+      c.expect(crop.pixels == cut(whole.pixels, info, channels, window),
+               describe(window) + " differs from the same window of the whole decode");
+    }
+  }
+  return c.passed();
+}
+
+// The offset of every SOS marker in `file`, or nothing if its markers do not
+// parse. Entropy-coded data ends at the first 0xFF that is followed by
+// neither a stuffed 0x00 nor a restart marker.
+std::vector<size_t> scan_offsets(const Bytes& file) {
+  std::vector<size_t> scans;
+  size_t pos = 2;
+  while (pos + 4 <= file.size() && file[pos] == 0xff) {
+    const uint8_t marker = file[pos + 1];
+    if (marker == 0xd9) {
+      return scans;
+    }
+    size_t end = pos + 2 + (static_cast<size_t>(file[pos + 2]) << 8 | file[pos + 3]);
+    if (marker == 0xda) {
+      scans.push_back(pos);
+      while (end + 1 < file.size() &&
+             !(file[end] == 0xff && file[end + 1] != 0x00 && (file[end + 1] & 0xf8) != 0xd0)) {
+        ++end;
+      }
+    }
+    pos = end;
+  }
+  return {};
+}
+
+// max_pixels and max_scans, once per file.
+bool check_limits(const std::string& name, const Bytes& file) {
+  Case c(name + " [limits]");
+  DecodeOptions options;
+  JpegInfo info;
+  {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    if (!decoder.read_header(&info).ok()) {
+      return true;
+    }
+  }
+  const int64_t pixels = static_cast<int64_t>(info.height) * info.width;
+  options.limits.max_pixels = pixels;
+  {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    const Status status = decoder.read_header(&unused);
+    c.expect(status.ok(), "max_pixels equal to the image's pixels refused it: " + status.message);
+  }
+  if (pixels > 1) {
+    options.limits.max_pixels = pixels - 1;
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    const Status status = decoder.read_header(&unused);
+    c.expect(!status.ok() && status.message.find("max_pixels") != std::string::npos,
+             "max_pixels one below the image's pixels gave: " + status.message);
+  }
+  // A progressive file of several scans that decodes must fail at the
+  // second scan under max_scans=1 (damaged files may fail earlier).
+  options.limits.max_pixels = kMaxPixels;
+  options.strict = false;
+  if (info.progressive && pixels <= kMaxPixels && scan_offsets(file).size() >= 2 &&
+      decode(file, Window{}, ColorMode::kRgb, options, 0).status.ok()) {
+    options.limits.max_scans = 1;
+    const Decoded result = decode(file, Window{}, ColorMode::kRgb, options, 0);
+    c.expect(!result.status.ok() && result.status.message.find("max_scans") != std::string::npos,
+             "max_scans=1 on a progressive file gave: " +
+                 (result.status.ok() ? std::string("success") : result.status.message));
+  }
+  return c.passed();
+}
+
+// Damaged copies: truncations, and single bit flips near the start (the
+// markers) and in the second half (usually entropy-coded data). For a
+// progressive file also a valid one: its first scans, then EOI, as an encoder
+// may write when it stops refining (libjpeg then smooths the blocks).
+std::vector<std::pair<std::string, Bytes>> damaged_copies(const Bytes& file) {
+  std::vector<std::pair<std::string, Bytes>> copies;
+  const size_t n = file.size();
+  const std::vector<size_t> scans = scan_offsets(file);
+  if (scans.size() >= 2) {
+    const size_t keep = scans.size() / 2;
+    Bytes shortened(file.begin(), file.begin() + static_cast<ptrdiff_t>(scans[keep]));
+    shortened.push_back(0xff);
+    shortened.push_back(0xd9);
+    copies.emplace_back("first " + std::to_string(keep) + " scans", std::move(shortened));
+  }
+  for (size_t divisor : {2, 3, 4}) {
+    copies.emplace_back("truncated to len/" + std::to_string(divisor),
+                        Bytes(file.begin(), file.begin() + static_cast<ptrdiff_t>(n / divisor)));
+  }
+  if (n > 2) {
+    copies.emplace_back("without EOI", Bytes(file.begin(), file.end() - 2));
+  }
+  for (size_t offset : {n / 16, n / 8, n / 2 + 3, n - n / 5}) {
+    if (offset < n) {
+      Bytes flipped = file;
+      flipped[offset] ^= static_cast<uint8_t>(1u << (offset % 8));
+      copies.emplace_back("bit flipped at " + std::to_string(offset), std::move(flipped));
+    }
+  }
+  return copies;
+}
+
+std::vector<std::string> list_inputs(int argc, char** argv) {
+  std::vector<std::string> paths;
+  for (int i = 1; i < argc; ++i) {
+    const std::filesystem::path arg(argv[i]);
+    if (std::filesystem::is_directory(arg)) {
+      for (const auto& entry : std::filesystem::recursive_directory_iterator(arg)) {
+        const std::string file_name = entry.path().filename().string();
+        if (entry.is_regular_file() && file_name[0] != '.' && file_name != "README.md") {
+          paths.push_back(entry.path().string());
+        }
+      }
+    } else if (std::filesystem::is_regular_file(arg)) {
+      paths.push_back(arg.string());
+    } else {
+      std::printf("core_test: %s is neither a file nor a folder\n", argv[i]);
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+Bytes read_file(const std::string& path) {
+  std::ifstream stream(path, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s PATH...  (JPEG files or folders of them)\n", argv[0]);
+    return 2;
+  }
+  std::printf("core_test: custom_op core over libjpeg-turbo %s\n", custom_op::libjpeg_turbo_version());
+  const std::vector<std::string> paths = list_inputs(argc, argv);
+  int passed = 0;
+  int failed = 0;
+  auto count = [&](bool ok) { ok ? ++passed : ++failed; };
+  uint64_t seed = 0;
+  for (const std::string& path : paths) {
+    const Bytes file = read_file(path);
+    std::vector<std::pair<std::string, Bytes>> inputs = {{path, file}};
+    for (auto& [what, bytes] : damaged_copies(file)) {
+      inputs.emplace_back(path + " " + what, std::move(bytes));
+    }
+    count(check_limits(path, file));
+    for (const auto& [name, bytes] : inputs) {
+      ++seed;
+      for (ColorMode mode : {ColorMode::kRgb, ColorMode::kGray, ColorMode::kUnchanged}) {
+        for (bool strict : {true, false}) {
+          count(check_file(name, bytes, mode, strict, seed));
+        }
+      }
+    }
+  }
+  std::printf("%zu files read\n", paths.size());
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 && !paths.empty() ? 0 : 1;
+}

@@ -1,0 +1,87 @@
+// libFuzzer target for the torch-free core (custom_op/csrc/jpeg_decoder.h).
+// Build and run it with `make fuzz` (see fuzz/fuzz.mk).
+//
+// The whole input is the JPEG file. Its last kParamBytes bytes also choose
+// the decode's parameters: libjpeg stops at EOI and never reads what follows,
+// so the fuzzer can vary them by appending bytes to a valid file.
+//   param[0..3]  the window's y, x, height, width, as fractions of the image
+//   param[4]     bit 7 set: max_scans = 1 + the low four bits
+//   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
+//                bit 3: the whole image
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "jpeg_decoder.h"
+
+namespace {
+
+// Larger inputs only make each run slower without reaching new code.
+constexpr size_t kMaxInputSize = 1 << 20;
+// A 16384 x 16384 progressive file needs 1.5 GB of coefficients; this keeps
+// every run well inside -rss_limit_mb and -timeout (libjpeg-turbo's own
+// fuzzers cap images at 1048576 pixels for the same reason).
+constexpr int64_t kMaxPixels = int64_t{1} << 22;
+constexpr size_t kParamBytes = 6;
+
+// Scales `byte` (0..255) to 0..range-1, or 0 when range <= 0.
+int64_t scale(uint8_t byte, int64_t range) { return range > 0 ? byte * range / 256 : 0; }
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < kParamBytes || size > kMaxInputSize) {
+    return 0;
+  }
+  const uint8_t* param = data + size - kParamBytes;
+  custom_op::DecodeOptions options;
+  options.strict = (param[5] & 0x04) != 0;
+  options.limits.max_pixels = kMaxPixels;
+  if (param[4] & 0x80) {
+    options.limits.max_scans = 1 + (param[4] & 0x0f);
+  }
+
+  // The header alone, then a decoder destroyed without decode().
+  {
+    custom_op::JpegDecoder decoder(data, size, options);
+    custom_op::JpegInfo info;
+    decoder.read_header(&info);
+  }
+
+  custom_op::JpegDecoder decoder(data, size, options);
+  custom_op::JpegInfo info;
+  if (!decoder.read_header(&info).ok()) {
+    return 0;
+  }
+  const auto mode = static_cast<custom_op::ColorMode>((param[5] & 0x03) % 3);
+  custom_op::Window window;
+  if (param[5] & 0x08) {
+    window = {0, 0, info.height, info.width};
+  } else {
+    // Sizes reach one pixel past the image, so that check_window also sees
+    // windows that do not fit.
+    window.y = scale(param[0], info.height);
+    window.x = scale(param[1], info.width);
+    window.height = 1 + scale(param[2], info.height - window.y + 1);
+    window.width = 1 + scale(param[3], info.width - window.x + 1);
+  }
+  if (!decoder.check_window(window).ok()) {
+    return 0;
+  }
+  const size_t out_size = static_cast<size_t>(custom_op::output_channels(info, mode)) *
+                          static_cast<size_t>(window.height * window.width);
+  // Not zeroed, so that MemorySanitizer knows which bytes decode() wrote.
+  std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
+  if (!decoder.decode(window, mode, out.get()).ok()) {
+    return 0;
+  }
+  // Touch all of the output in order to catch bytes that decode() left
+  // unwritten when using MemorySanitizer (and overflows with ASan).
+  unsigned int sum = 0;
+  for (size_t i = 0; i < out_size; ++i) {
+    sum += out[i];
+  }
+  volatile unsigned int sink = sum;
+  (void)sink;
+  return 0;
+}

@@ -1,0 +1,457 @@
+"""Hostile input: damaged, hand-patched and non-JPEG files through the Python API.
+
+Every file here is made by the test itself from valid photo-like JPEGs
+(tests/jpegenc.py over custom_op/synthetic.py): truncations, bit flips, removed
+tables, patched frame headers (zero and huge sizes, 12-bit, lossless), a
+progressive file with thousands of scans, and PNG, GIF and random bytes with
+and without a JPEG signature. For every file, mode and strictness the result
+is a uint8 tensor of the right shape or custom_op.JpegDecodeError: never
+another exception, never a crash, never slow. Files the fuzzer saved in
+fuzz/regressions/ are replayed the same way, and a corrupt file decoded
+10,000 times must not grow the process.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import time
+from collections.abc import Callable
+
+import jpegenc
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import custom_op
+from custom_op.synthetic import make_photo
+
+MODES = ("rgb", "gray", "unchanged")
+# Generous for a machine busy with other work: these files decode in about a
+# millisecond, so anything near the bound means the decoder is spinning.
+CALL_SECONDS = 2.0
+# Rejecting a header that claims 65500 x 65500 pixels must not depend on how
+# large the claim is (about 0.1 ms on an idle machine).
+HUGE_HEADER_SECONDS = 0.05
+REGRESSIONS = pathlib.Path(__file__).resolve().parents[1] / "fuzz" / "regressions"
+
+_SOF_MARKERS = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_RST_MARKERS = range(0xD0, 0xD8)
+
+# The valid files that damage starts from: id -> (height, width, channels, encode() options).
+_BASES = {
+    "b420": (72, 104, 3, {}),
+    "p420": (72, 104, 3, {"progressive": True}),
+    "r444": (64, 80, 3, {"sampling": "4:4:4", "restart_interval": 2}),
+    "a422": (64, 80, 3, {"sampling": "4:2:2", "arithmetic": True}),
+    "gray": (64, 80, 1, {}),
+    "cmyk": (48, 64, 4, {"sampling": "4:4:4", "colorspace": "cmyk"}),
+    "ycckp": (48, 64, 4, {"colorspace": "ycck", "progressive": True}),
+}
+
+
+def _pixels(height: int, width: int, channels: int, seed: int) -> np.ndarray:
+    photo = make_photo(height, width, seed)
+    if channels == 1:
+        return np.ascontiguousarray(photo[:, :, 1])
+    if channels == 4:
+        return np.ascontiguousarray(np.concatenate([photo, photo[:, :, :1] // 2 + 100], axis=2))
+    return photo
+
+
+def _segments(data: bytes) -> list[tuple[int, int, int]]:
+    """(marker, start, end) of every marker segment up to EOI.
+
+    An SOS segment's end includes its entropy-coded data, which ends at the
+    first 0xFF followed by neither a stuffed 0x00 nor a restart marker.
+    """
+    found, pos = [], 2
+    while pos + 4 <= len(data) and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker == 0xD9:
+            found.append((marker, pos, pos + 2))
+            break
+        end = pos + 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+        if marker == 0xDA:
+            while end + 1 < len(data) and not (
+                data[end] == 0xFF and data[end + 1] != 0x00 and data[end + 1] not in _RST_MARKERS
+            ):
+                end += 1
+        found.append((marker, pos, end))
+        pos = end
+    return found
+
+
+def _first(data: bytes, markers: set[int]) -> tuple[int, int, int]:
+    return next(segment for segment in _segments(data) if segment[0] in markers)
+
+
+def _without(data: bytes, markers: set[int]) -> bytes:
+    """`data` with every segment of the given markers cut out."""
+    for marker, start, end in reversed(_segments(data)):
+        if marker in markers:
+            data = data[:start] + data[end:]
+    return data
+
+
+def _patch_sof(data: bytes, *, marker: int | None = None, precision: int | None = None,
+               height: int | None = None, width: int | None = None) -> bytes:
+    """Rewrites fields of the frame header: ff Cn, length(2), P, Y(2), X(2), ..."""
+    _, start, _ = _first(data, _SOF_MARKERS)
+    patched = bytearray(data)
+    if marker is not None:
+        patched[start + 1] = marker
+    if precision is not None:
+        patched[start + 4] = precision
+    if height is not None:
+        patched[start + 5:start + 7] = height.to_bytes(2, "big")
+    if width is not None:
+        patched[start + 7:start + 9] = width.to_bytes(2, "big")
+    return bytes(patched)
+
+
+def _drop_last_component(data: bytes) -> bytes:
+    """Declares one component fewer in the frame and in every scan that has others.
+
+    From three YCbCr components this is a two-component frame, which libjpeg
+    reads (its colour space is "unknown") and custom_op must refuse; from one,
+    a frame without components; from CMYK, RGB with the wrong data.
+    """
+    out = bytearray()
+    dropped = None
+    pos = 0
+    for marker, start, end in _segments(data):
+        out += data[pos:start]
+        segment = bytearray(data[start:end])
+        length = int.from_bytes(segment[2:4], "big")
+        if marker in _SOF_MARKERS and segment[9] >= 1:
+            count = segment[9]
+            dropped = segment[10 + 3 * (count - 1)]
+            del segment[10 + 3 * (count - 1):10 + 3 * count]
+            segment[9] = count - 1
+            segment[2:4] = (length - 3).to_bytes(2, "big")
+        elif marker == 0xDA and dropped is not None and segment[4] > 1:
+            ids = [segment[5 + 2 * i] for i in range(segment[4])]
+            if dropped in ids:
+                i = ids.index(dropped)
+                del segment[5 + 2 * i:7 + 2 * i]
+                segment[4] -= 1
+                segment[2:4] = (length - 2).to_bytes(2, "big")
+        out += segment
+        pos = end
+    return bytes(out + data[pos:])
+
+
+def _duplicate(data: bytes, markers: set[int]) -> bytes:
+    """`data` with the first segment of the given markers written twice."""
+    _, start, end = _first(data, markers)
+    return data[:end] + data[start:end] + data[end:]
+
+
+def _flip(data: bytes, offset: int) -> bytes:
+    patched = bytearray(data)
+    patched[offset] ^= 1 << (offset % 8)
+    return bytes(patched)
+
+
+def _header_end(data: bytes) -> int:
+    """The offset of the first scan's entropy-coded data."""
+    _, start, _ = _first(data, {0xDA})
+    return start + 2 + int.from_bytes(data[start + 2:start + 4], "big")
+
+
+# Damage applied to every base file: id -> function of the file's bytes.
+_SWEEP = [1, 2, 3, 5, 11, 21, 40, 80, 120, 160, 200, 240, 280, 330, 400, 480, 560, 640, 720, 800]
+_DAMAGE: dict[str, Callable[[bytes], bytes]] = {
+    "cut2": lambda d: d[:len(d) // 2],
+    "cut3": lambda d: d[:len(d) // 3],
+    "cut4": lambda d: d[:len(d) // 4],
+    "noeoi": lambda d: d[:-2],
+    # Offsets in thousandths of the file, dense where the markers are.
+    **{f"sw{k}": (lambda d, k=k: d[:max(1, len(d) * k // 1000)]) for k in _SWEEP},
+    **{f"hf{i}": (lambda d, i=i: _flip(d, 2 + i * (_header_end(d) - 2) // 10)) for i in range(10)},
+    **{f"ef{i}": (lambda d, i=i: _flip(d, _header_end(d) + i * (len(d) - 2 - _header_end(d)) // 8))
+       for i in range(8)},
+    "nodht": lambda d: _without(d, {0xC4}),
+    "nodqt": lambda d: _without(d, {0xDB}),
+    "nosof": lambda d: _without(d, _SOF_MARKERS),
+    "nosos": lambda d: _without(d, {0xDA}),
+    "h0": lambda d: _patch_sof(d, height=0),
+    "w0": lambda d: _patch_sof(d, width=0),
+    "huge": lambda d: _patch_sof(d, height=65500, width=65500),
+    "tall": lambda d: _patch_sof(d, height=65500),
+    "p12": lambda d: _patch_sof(d, precision=12),
+    "sof3": lambda d: _patch_sof(d, marker=0xC3),
+    "lesscomp": _drop_last_component,
+    "twosof": lambda d: _duplicate(d, _SOF_MARKERS),
+}
+
+
+def _many_scans(count: int) -> bytes:
+    """A progressive file whose DC scan is repeated `count` times.
+
+    The scan's successive approximation is patched to Al = 0, so that libjpeg
+    sees each repeat as a valid first DC scan (no "inconsistent progression"
+    warning) and only max_scans can stop it.
+    """
+    data = jpegenc.encode(_pixels(48, 64, 3, 7), progressive=True, quality=80)
+    _, start, end = _first(data, {0xDA})
+    scan = bytearray(data[start:end])
+    header_length = int.from_bytes(scan[2:4], "big")
+    assert scan[2 + header_length - 3:2 + header_length - 1] == b"\x00\x00", "not a DC scan"
+    scan[2 + header_length - 1] = 0x00  # Ah = 0, Al = 0
+    return data[:start] + bytes(scan) * count + b"\xff\xd9"
+
+
+def _not_jpeg() -> dict[str, bytes]:
+    picture = Image.fromarray(_pixels(24, 32, 3, 3))
+    files = {}
+    for kind in ("png", "gif", "bmp"):
+        buffer = io.BytesIO()
+        picture.save(buffer, format=kind.upper())
+        files[kind] = buffer.getvalue()
+    rng = np.random.default_rng(11)
+    for i, size in enumerate((1, 7, 300, 5000)):
+        files[f"rand{i}"] = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+    files["ffs"] = b"\xff" * 4000
+    files["zeros"] = bytes(4000)
+    signed = {f"{name}+soi": b"\xff\xd8" + data for name, data in files.items()}
+    return {**files, **signed, "empty": b"", "soi": b"\xff\xd8", "soieoi": b"\xff\xd8\xff\xd9"}
+
+
+_OTHER_NAMES = [*_not_jpeg().keys(), "scans5k"]
+HOSTILE_NAMES = [f"{base}-{damage}" for base in _BASES for damage in _DAMAGE] + _OTHER_NAMES
+
+
+@pytest.fixture(scope="session")
+def bases() -> dict[str, bytes]:
+    return {
+        name: jpegenc.encode(_pixels(height, width, channels, seed), **options)
+        for seed, (name, (height, width, channels, options)) in enumerate(_BASES.items())
+    }
+
+
+@pytest.fixture(scope="session")
+def hostile(bases: dict[str, bytes]) -> dict[str, bytes]:
+    files = {f"{base}-{damage}": make(data) for base, data in bases.items()
+             for damage, make in _DAMAGE.items()}
+    files.update(_not_jpeg())
+    files["scans5k"] = _many_scans(5000)
+    return files
+
+
+def _timed(function: Callable, *args, seconds: float = CALL_SECONDS, **kwargs):
+    """Calls function(*args, **kwargs), failing if it returns or raises too late."""
+    start = time.perf_counter()
+    try:
+        return function(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - start
+        assert elapsed < seconds, f"{function.__name__} took {elapsed:.3f} s (bound {seconds} s)"
+
+
+def _windows(height: int, width: int) -> list[tuple[int, int, int, int]]:
+    """The whole image, both corners and a window in the middle."""
+    return [
+        (0, 0, height, width),
+        (0, 0, 1, 1),
+        (height - 1, width - 1, 1, 1),
+        (height // 3, width // 3, height // 3 + 1, width // 3 + 1),
+    ]
+
+
+def _check_file(data: bytes, mode: str, strict: bool) -> None:
+    """Each call gives a uint8 tensor of the right shape or JpegDecodeError."""
+    try:
+        height, width, channels = _timed(custom_op.jpeg_size, data)
+    except custom_op.JpegDecodeError as error:
+        assert str(error).startswith("jpeg_size(): "), str(error)
+        if strict:
+            with pytest.raises(custom_op.JpegDecodeError, match=r"^decode_and_crop_jpeg\(\): "):
+                _timed(custom_op.decode_and_crop_jpeg, data, 0, 0, 1, 1, mode=mode, strict=strict)
+            return
+        # jpeg_size() reads headers strictly, so a lenient decode may still work.
+        try:
+            out = _timed(custom_op.decode_and_crop_jpeg, data, 0, 0, 1, 1, mode=mode, strict=strict)
+        except custom_op.JpegDecodeError as error:
+            assert str(error).startswith("decode_and_crop_jpeg(): "), str(error)
+            return
+        assert out.dtype == torch.uint8 and out.shape[1:] == (1, 1)
+        assert out.shape[0] in {"rgb": (3,), "gray": (1,), "unchanged": (1, 3, 4)}[mode]
+        return
+    expected_channels = {"rgb": 3, "gray": 1, "unchanged": channels}[mode]
+    for y, x, h, w in _windows(height, width):
+        try:
+            out = _timed(custom_op.decode_and_crop_jpeg, data, y, x, h, w, mode=mode, strict=strict)
+        except custom_op.JpegDecodeError as error:
+            assert str(error).startswith("decode_and_crop_jpeg(): "), str(error)
+            assert len(str(error)) > len("decode_and_crop_jpeg(): "), "no message"
+            continue
+        assert out.dtype == torch.uint8
+        assert tuple(out.shape) == (expected_channels, h, w)
+        assert out.is_contiguous()
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_hostile_file(hostile: dict[str, bytes], name: str, mode: str, strict: bool) -> None:
+    _check_file(hostile[name], mode, strict)
+
+
+@pytest.mark.parametrize("base", list(_BASES))
+def test_huge_header_fails_fast(hostile: dict[str, bytes], base: str) -> None:
+    data = hostile[f"{base}-huge"]
+    for function, args in ((custom_op.jpeg_size, ()), (custom_op.decode_and_crop_jpeg, (0, 0, 1, 1))):
+        with pytest.raises(custom_op.JpegDecodeError, match="max_pixels"):
+            _timed(function, data, *args, seconds=HUGE_HEADER_SECONDS)
+
+
+_UNSUPPORTED = [(base, damage) for base in _BASES for damage in ("h0", "w0", "p12", "sof3")] + [
+    (base, "lesscomp") for base in ("b420", "p420", "r444", "a422", "gray")]
+
+
+@pytest.mark.parametrize(("base", "damage"), _UNSUPPORTED, ids=[f"{b}-{d}" for b, d in _UNSUPPORTED])
+def test_unsupported_frame_raises(hostile: dict[str, bytes], base: str, damage: str) -> None:
+    """Empty, 12-bit, lossless and two- or zero-component frames fail at the header."""
+    with pytest.raises(custom_op.JpegDecodeError, match=r"^jpeg_size\(\): \S"):
+        custom_op.jpeg_size(hostile[f"{base}-{damage}"])
+    for strict in (True, False):
+        with pytest.raises(custom_op.JpegDecodeError, match=r"^decode_and_crop_jpeg\(\): \S"):
+            custom_op.decode_and_crop_jpeg(hostile[f"{base}-{damage}"], 0, 0, 1, 1, strict=strict)
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+def test_thousands_of_scans_hit_max_scans(hostile: dict[str, bytes], strict: bool) -> None:
+    data = hostile["scans5k"]
+    with pytest.raises(custom_op.JpegDecodeError, match="max_scans"):
+        _timed(custom_op.decode_and_crop_jpeg, data, 0, 0, 48, 64, strict=strict)
+    # The same file is fine under a higher limit: the limit, not the file, failed.
+    out = _timed(custom_op.decode_and_crop_jpeg, data, 0, 0, 48, 64, strict=strict, max_scans=10_000)
+    assert tuple(out.shape) == (3, 48, 64)
+
+
+# A baseline file with a restart marker after every MCU row (16 pixels), one
+# of which is removed: libjpeg finds the next one instead, resynchronises and
+# leaves MCU row _DAMAGED_ROW (rows 128-143) gray. Windows above it never read
+# the damage; windows inside and below it do (rows above a window are
+# entropy-decoded to be skipped).
+_DAMAGED_ROW = 8
+_DAMAGE_WINDOWS = {
+    "above": (0, 10, 96, 60),  # ends 32 rows above, beyond upsampling's context row
+    "inside": (120, 5, 30, 70),
+    "below": (200, 0, 56, 96),  # starts 56 rows below, after two clean restarts
+}
+
+
+@pytest.fixture(scope="session")
+def restart_damage() -> tuple[bytes, bytes]:
+    """(clean, damaged) 256 x 96 files."""
+    clean = jpegenc.encode(_pixels(256, 96, 3, 21), sampling="4:2:0", restart_rows=1)
+    restarts = [pos for pos in range(_header_end(clean), len(clean) - 1)
+                if clean[pos] == 0xFF and clean[pos + 1] in _RST_MARKERS]
+    assert len(restarts) == 256 // 16 - 1
+    cut = restarts[_DAMAGED_ROW - 1]
+    return clean, clean[:cut] + clean[cut + 2:]
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+@pytest.mark.parametrize("where", list(_DAMAGE_WINDOWS))
+def test_window_around_damage(restart_damage: tuple[bytes, bytes], where: str, strict: bool) -> None:
+    clean, damaged = restart_damage
+    window = _DAMAGE_WINDOWS[where]
+    expected = custom_op.decode_and_crop_jpeg(clean, *window)
+    if where != "above" and strict:
+        with pytest.raises(custom_op.JpegDecodeError, match="Corrupt JPEG data.*strict=True"):
+            _timed(custom_op.decode_and_crop_jpeg, damaged, *window, strict=strict)
+        return
+    out = _timed(custom_op.decode_and_crop_jpeg, damaged, *window, strict=strict)
+    assert out.shape == expected.shape
+    if where == "inside":
+        assert not torch.equal(out, expected), "the damage did not show"
+    else:
+        torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+def _first_scans(data: bytes, count: int) -> bytes:
+    """A progressive file ended (validly, with EOI) after its first `count` scans."""
+    scans = [start for marker, start, _ in _segments(data) if marker == 0xDA]
+    return data[:scans[count]] + b"\xff\xd9"
+
+
+def _cut_inside_scan(data: bytes, index: int) -> bytes:
+    """The file truncated halfway through the entropy-coded data of scan `index`
+    (a cut inside a table segment would be an error, not a warning)."""
+    marker, start, end = [segment for segment in _segments(data) if segment[0] == 0xDA][index]
+    header_end = start + 2 + int.from_bytes(data[start + 2:start + 4], "big")
+    return data[:(header_end + end) // 2]
+
+
+# libjpeg "smooths" the blocks of a progressive file whose coefficients are
+# not all known (it ended early or was truncated), estimating the missing
+# low-frequency AC coefficients from the DC values of a 5 x 5 block
+# neighbourhood. libjpeg-turbo 2.1's decompress_smooth_data starts that
+# neighbourhood at jpeg_crop_scanline's first column as if it were the image's
+# left edge, so without the two extra iMCU columns that region_for adds for
+# progressive files, the first two block columns of a crop would differ from a
+# full decode (found by fuzz/core_test.cc).
+@pytest.mark.parametrize("case", ["first4scans-strict", "truncated-lenient"])
+def test_incomplete_progressive_window_matches_whole(case: str) -> None:
+    data = jpegenc.encode(_pixels(64, 96, 3, 1), progressive=True, quality=90)
+    data = _first_scans(data, 4) if case.startswith("first") else _cut_inside_scan(data, 4)
+    strict = case.endswith("-strict")
+    whole = custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 96, strict=strict)
+    for y, x, h, w in [(8, 24, 16, 16), (0, 17, 64, 40), (33, 50, 20, 30)]:
+        out = custom_op.decode_and_crop_jpeg(data, y, x, h, w, strict=strict)
+        torch.testing.assert_close(out, whole[:, y:y + h, x:x + w], rtol=0, atol=0)
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# Leaking the output tensor (22 or 74 KB here) or the decompressor (tens of
+# KB) on the error path would add hundreds of MB over 10,000 calls.
+_REPEATS = 10_000
+_WARM_UP = 500
+_RSS_GROWTH_BYTES = 4 << 20
+
+
+@pytest.mark.parametrize("kind", ["corrupt", "truncated"])
+def test_memory_stays_flat_on_errors(restart_damage: tuple[bytes, bytes], bases: dict[str, bytes],
+                                     kind: str) -> None:
+    """Fails in decode(), after the output tensor and libjpeg's buffers exist."""
+    data = restart_damage[1] if kind == "corrupt" else bases["b420"][:len(bases["b420"]) // 2]
+    height, width, _ = custom_op.jpeg_size(data)
+
+    def fail_repeatedly(times: int) -> None:
+        for _ in range(times):
+            try:
+                custom_op.decode_and_crop_jpeg(data, 0, 0, height, width)
+            except custom_op.JpegDecodeError:
+                continue
+            pytest.fail("the damaged file decoded without an error")
+
+    fail_repeatedly(_WARM_UP)
+    before = _rss_bytes()
+    fail_repeatedly(_REPEATS)
+    growth = _rss_bytes() - before
+    assert growth < _RSS_GROWTH_BYTES, f"RSS grew by {growth / 2**20:.1f} MiB over {_REPEATS} calls"
+
+
+def _regression_files() -> list:
+    files = sorted(path for path in REGRESSIONS.glob("*")
+                   if path.is_file() and not path.name.startswith(".") and path.name != "README.md")
+    if not files:
+        return [pytest.param(None, id="none", marks=pytest.mark.skip(reason="fuzz/regressions/ is empty"))]
+    return [pytest.param(path, id=path.name[:20]) for path in files]
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", _regression_files())
+def test_fuzz_regression(path: pathlib.Path, mode: str, strict: bool) -> None:
+    _check_file(path.read_bytes(), mode, strict)
