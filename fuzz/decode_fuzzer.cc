@@ -7,7 +7,9 @@
 //   param[0..3]  the window's y, x, height, width, as fractions of the image
 //   param[4]     bit 7 set: max_scans = 1 + the low four bits
 //   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
-//                bit 3: the whole image
+//                bit 3: the whole image, bit 4: decode_resized() instead of
+//                decode(), bits 5-6: its DCT scale (1, 2, 4 or 8 eighths),
+//                bit 7: antialias; the output size comes from param[0..3]
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -68,11 +70,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!decoder.check_window(window).ok()) {
     return 0;
   }
+  const bool resized = (param[5] & 0x10) != 0;
+  const int out_height = resized ? 1 + (param[0] ^ param[2]) % 64 : static_cast<int>(window.height);
+  const int out_width = resized ? 1 + (param[1] ^ param[3]) % 64 : static_cast<int>(window.width);
   const size_t out_size = static_cast<size_t>(custom_op::output_channels(info, mode)) *
-                          static_cast<size_t>(window.height * window.width);
+                          static_cast<size_t>(out_height) * static_cast<size_t>(out_width);
   // Not zeroed, so that MemorySanitizer knows which bytes decode() wrote.
   std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
-  if (!decoder.decode(window, mode, out.get()).ok()) {
+  const custom_op::Status status =
+      resized ? decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
+                                       out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
+                                       out.get())
+              : decoder.decode(window, mode, out.get());
+  if (!status.ok()) {
     return 0;
   }
   // Touch all of the output in order to catch bytes that decode() left

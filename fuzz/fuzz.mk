@@ -80,7 +80,7 @@ $(CORE_TEST_BIN): fuzz/core_test.cc $(CORE_HEADERS)
 	$(SANITIZE_CXX) -std=c++17 -Wall -Wextra $(SANITIZER_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
 
 # The seed corpus is generated, not committed; a stamp marks a complete one.
-$(FUZZ_SEEDS)/.done: fuzz/make_corpus.py
+$(FUZZ_SEEDS)/.done: fuzz/make_corpus.py | $(DEPS_STAMP)
 	rm -rf $(FUZZ_SEEDS)
 	$(PY) fuzz/make_corpus.py $(FUZZ_SEEDS)
 	@touch $@
