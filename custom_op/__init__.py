@@ -12,6 +12,7 @@ _C = _load_extension()
 
 from ._decode import (  # noqa: E402
     decode_and_crop_jpeg,
+    decode_and_crop_jpeg_batch,
     decode_and_resized_crop_jpeg,
     jpeg_size,
     libjpeg_version,
@@ -20,6 +21,7 @@ from . import transforms  # noqa: E402
 
 __all__ = [
     "decode_and_crop_jpeg",
+    "decode_and_crop_jpeg_batch",
     "decode_and_resized_crop_jpeg",
     "jpeg_size",
     "libjpeg_version",

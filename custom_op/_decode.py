@@ -290,3 +290,93 @@ def decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
         antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
         _as_limit(name, "max_scans", max_scans))
+
+
+def _as_boxes(function: str, boxes, count: int) -> list[int]:
+    """Flattens N windows (a list of 4-sequences or an N x 4 integer tensor) to 4N ints."""
+    if isinstance(boxes, torch.Tensor):
+        if boxes.dtype.is_floating_point or boxes.dtype == torch.bool or boxes.dim() != 2 \
+                or boxes.shape[1] != 4:
+            raise TypeError(f"{function}(): boxes must be an N x 4 integer tensor, got "
+                            f"{boxes.dtype} of shape {tuple(boxes.shape)}")
+        boxes = boxes.tolist()
+    boxes = list(boxes)
+    if len(boxes) != count:
+        raise ValueError(f"{function}(): got {count} images but {len(boxes)} boxes")
+    flat = []
+    for index, box in enumerate(boxes):
+        if len(box) != 4:
+            raise ValueError(f"{function}(): box {index} must be (crop_y, crop_x, crop_height, "
+                             f"crop_width), got {box!r}")
+        for name, value, minimum in zip(("crop_y", "crop_x", "crop_height", "crop_width"), box,
+                                        (0, 0, 1, 1)):
+            flat.append(_as_int(function, f"boxes[{index}].{name}", value, minimum))
+    return flat
+
+
+def decode_and_crop_jpeg_batch(
+    datas,
+    boxes,
+    *,
+    size=None,
+    mode: str = "rgb",
+    antialias: bool = True,
+    strict: bool = True,
+    num_threads: int | None = None,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_scans: int = DEFAULT_MAX_SCANS,
+):
+    """Decodes one window of each of several JPEGs on a pool of C++ threads.
+
+    Each result equals the one-at-a-time call: :func:`decode_and_crop_jpeg`
+    without ``size``, :func:`decode_and_resized_crop_jpeg` with it. The GIL is
+    released for the whole batch.
+
+    Args:
+        datas: a sequence of encoded files (1-D uint8 tensors, bytes, ...).
+        boxes: one ``(crop_y, crop_x, crop_height, crop_width)`` per file, as a
+            list or an N x 4 integer tensor.
+        size: if given (int or ``(height, width)``), every window is resized
+            to it and the result is stacked.
+        mode, antialias, strict, max_pixels, max_scans: as for the single calls.
+        num_threads: decoding threads; default ``torch.get_num_threads()``,
+            which is 1 inside a DataLoader worker. At most one per image.
+
+    Returns:
+        Without ``size``: a list of uint8 ``[C, h, w]`` tensors. With it: one
+        uint8 tensor ``[N, C, size[0], size[1]]``.
+
+    Raises:
+        TypeError, ValueError: bad arguments, or (with ``size``) files whose
+            channel counts differ in ``mode="unchanged"``.
+        JpegDecodeError: a file cannot be decoded. The batch fails as a whole;
+            the message names the first failing file's index:
+            ``decode_and_crop_jpeg_batch(): image 3: Premature end of JPEG file ...``.
+    """
+    name = "decode_and_crop_jpeg_batch"
+    if isinstance(datas, (bytes, bytearray, torch.Tensor)):
+        raise TypeError(f"{name}(): datas must be a sequence of encoded files, got one "
+                        f"{type(datas).__name__}")
+    encoded = [_as_encoded(data, name) for data in datas]
+    flat = _as_boxes(name, boxes, len(encoded))
+    mode_code = _normalize_mode(name, mode)
+    for flag, value in (("strict", strict), ("antialias", antialias)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}(): {flag} must be a bool, got {type(value).__name__}")
+    threads = torch.get_num_threads() if num_threads is None else \
+        _as_int(name, "num_threads", num_threads, 1)
+    out_size = (0, 0) if size is None else _as_size(name, size)
+    scales = [] if size is None else [choose_scale(flat[4 * i + 2], flat[4 * i + 3], out_size)
+                                      for i in range(len(encoded))]
+    results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
+                              antialias, strict, _as_limit(name, "max_pixels", max_pixels),
+                              _as_limit(name, "max_scans", max_scans), threads)
+    if size is None:
+        return results
+    channels = sorted({result.shape[0] for result in results})
+    if len(channels) > 1:
+        raise ValueError(f"{name}(): mode={mode!r} gave {channels} channels for different files, "
+                         "which cannot be stacked; use mode='rgb' or 'gray'")
+    if not results:
+        return torch.empty((0, 3 if mode_code == 0 else 1, *out_size), dtype=torch.uint8)
+    return torch.stack(results)

@@ -460,49 +460,59 @@ inline Window scaled_window(const Window& window, int scale_num, int64_t scaled_
   return Window{top, left, std::max<int64_t>(bottom - top, 1), std::max<int64_t>(right - left, 1)};
 }
 
-// Resizes the window while it is decoded: each row is split into planes and
-// resampled horizontally as it arrives; finish() resamples the columns.
+// Resizes the window while it is decoded: each row is resampled horizontally
+// as it arrives, on libjpeg's interleaved pixels (1 or 4 bytes); finish()
+// resamples the columns and only then splits the small result into planes
+// (and converts CMYK, so CMYK files are resized before their conversion to
+// RGB, a difference far below the resampling's own rounding).
 // `box` is the requested window in the decoded window's pixels (fractional
 // at reduced scales), so the output is aligned to the request exactly.
 class ResizeSink : public RowSink {
  public:
-  ResizeSink(RowLayout layout, int channels, const Window& decoded, double box_y, double box_x,
+  ResizeSink(RowLayout layout, int out_channels, const Window& decoded, double box_y, double box_x,
              double box_height, double box_width, int out_height, int out_width, bool antialias)
-      : layout_(layout), channels_(channels), decoded_(decoded), out_height_(out_height),
+      : layout_(layout), pixel_bytes_(layout == RowLayout::kGray ? 1 : 4),
+        out_channels_(out_channels), decoded_(decoded), out_height_(out_height),
         out_width_(out_width),
         taps_x_(resample_taps(box_x, box_width, static_cast<int>(decoded.width), out_width, antialias)),
         taps_y_(resample_taps(box_y, box_height, static_cast<int>(decoded.height), out_height, antialias)),
-        row_planes_(static_cast<size_t>(channels) * decoded.width),
-        rows_(static_cast<size_t>(channels) * decoded.height * out_width) {}
+        row_floats_(static_cast<size_t>(decoded.width) * pixel_bytes_),
+        rows_(static_cast<size_t>(decoded.height) * out_width * pixel_bytes_) {}
 
   void consume(int64_t row, const JSAMPLE* pixels) override {
-    emit_row(pixels, layout_, static_cast<int>(decoded_.width), channels_, row_planes_.data(),
-             static_cast<size_t>(decoded_.width));
-    for (int c = 0; c < channels_; ++c) {
-      resample_row(row_planes_.data() + c * decoded_.width, taps_x_,
-                   rows_.data() + (c * decoded_.height + row) * out_width_);
+    bytes_to_floats(pixels, row_floats_.size(), row_floats_.data());
+    float* dst = rows_.data() + static_cast<size_t>(row) * out_width_ * pixel_bytes_;
+    if (pixel_bytes_ == 1) {
+      resample_row<1>(row_floats_.data(), taps_x_, dst);
+    } else {
+      resample_row<4>(row_floats_.data(), taps_x_, dst);
     }
   }
 
   // Writes the CHW output; call after every row was consumed.
   void finish(uint8_t* out) {
-    for (int c = 0; c < channels_; ++c) {
-      resample_columns(rows_.data() + c * decoded_.height * out_width_, out_width_, taps_y_,
-                       out + static_cast<size_t>(c) * out_height_ * out_width_, &column_scratch_);
+    const int row_floats = out_width_ * pixel_bytes_;
+    std::vector<uint8_t> interleaved(static_cast<size_t>(out_height_) * row_floats);
+    std::vector<float> scratch;
+    resample_columns(rows_.data(), row_floats, taps_y_, interleaved.data(), &scratch);
+    const size_t plane_size = static_cast<size_t>(out_height_) * out_width_;
+    for (int r = 0; r < out_height_; ++r) {
+      emit_row(interleaved.data() + static_cast<size_t>(r) * row_floats, layout_, out_width_,
+               out_channels_, out + static_cast<size_t>(r) * out_width_, plane_size);
     }
   }
 
  private:
   RowLayout layout_;
-  int channels_;
+  int pixel_bytes_;
+  int out_channels_;
   Window decoded_;
   int out_height_;
   int out_width_;
   ResampleTaps taps_x_;
   ResampleTaps taps_y_;
-  std::vector<uint8_t> row_planes_;
+  std::vector<float> row_floats_;
   std::vector<float> rows_;
-  std::vector<float> column_scratch_;
 };
 
 }  // namespace detail

@@ -34,7 +34,9 @@ inline ResampleTaps resample_taps(double box_start, double box_size, int in_size
   // sample contributes: that is what antialiasing means here.
   const double filter_scale = antialias ? std::max(scale, 1.0) : 1.0;
   const double support = 1.0 * filter_scale;  // The triangle's half-width is 1.
-  taps.max_taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  // Never more taps than input samples: resample_row reads max_taps samples
+  // from `first` for every output sample.
+  taps.max_taps = std::min(static_cast<int>(std::ceil(support)) * 2 + 1, in_size);
   taps.first.resize(out_size);
   taps.count.resize(out_size);
   taps.weights.assign(static_cast<size_t>(out_size) * taps.max_taps, 0.0f);
@@ -65,29 +67,55 @@ inline ResampleTaps resample_taps(double box_start, double box_size, int in_size
     for (int j = 0; j < hi - lo; ++j) {
       w[j] = static_cast<float>(w[j] / total);
     }
-    taps.first[i] = lo;
-    taps.count[i] = hi - lo;
+    // Move the start left when the fixed-size tap window would run past the
+    // input's end; the weights move with it, padded with zeros.
+    const int start = std::max(0, std::min(lo, in_size - taps.max_taps));
+    if (start < lo) {
+      std::copy_backward(w, w + (hi - lo), w + (hi - start));
+      std::fill(w, w + (lo - start), 0.0f);
+    }
+    taps.first[i] = start;
+    taps.count[i] = hi - start;
   }
   return taps;
 }
 
-// Resamples one row of `in` (uint8) into `out` (float) along the row.
-inline void resample_row(const uint8_t* in, const ResampleTaps& taps, float* out) {
+// Converts `count` bytes to floats: a separate, vectorised pass, so that the
+// resampling loop below works on floats only and vectorises as well.
+inline void bytes_to_floats(const uint8_t* in, size_t count, float* out) {
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = static_cast<float>(in[i]);
+  }
+}
+
+// Resamples one row of `in` (`Channels` interleaved samples per pixel) into
+// `out` (same interleaving) along the row. Interleaved input lets the
+// compiler handle the channels of a pixel as one vector.
+template <int Channels>
+inline void resample_row(const float* in, const ResampleTaps& taps, float* out) {
   const int out_size = static_cast<int>(taps.first.size());
+  const int max_taps = taps.max_taps;
   for (int i = 0; i < out_size; ++i) {
-    const uint8_t* src = in + taps.first[i];
-    const float* w = &taps.weights[static_cast<size_t>(i) * taps.max_taps];
-    float sum = 0.0f;
-    for (int j = 0; j < taps.count[i]; ++j) {
-      sum += w[j] * src[j];
+    const float* src = in + static_cast<size_t>(taps.first[i]) * Channels;
+    const float* w = &taps.weights[static_cast<size_t>(i) * max_taps];
+    float sum[Channels] = {};
+    // Every output sample runs max_taps taps (the weights past its own count
+    // are zero, and `first` leaves room for them): a fixed trip count the
+    // compiler can unroll.
+    for (int j = 0; j < max_taps; ++j) {
+      for (int c = 0; c < Channels; ++c) {
+        sum[c] += w[j] * src[j * Channels + c];
+      }
     }
-    out[i] = sum;
+    for (int c = 0; c < Channels; ++c) {
+      out[static_cast<size_t>(i) * Channels + c] = sum[c];
+    }
   }
 }
 
 inline uint8_t round_to_byte(float value) {
-  const float rounded = std::nearbyint(value);
-  return static_cast<uint8_t>(rounded < 0.0f ? 0.0f : (rounded > 255.0f ? 255.0f : rounded));
+  const float clamped = value < 0.0f ? 0.0f : (value > 255.0f ? 255.0f : value);
+  return static_cast<uint8_t>(static_cast<int>(clamped + 0.5f));
 }
 
 // Resamples the columns of `rows` (in_rows x width floats, row-major) into
