@@ -18,6 +18,7 @@ from ._decode import (  # noqa: E402
     libjpeg_version,
 )
 from . import transforms  # noqa: E402
+from .datasets import JpegFolder  # noqa: E402
 
 __all__ = [
     "decode_and_crop_jpeg",
@@ -27,5 +28,6 @@ __all__ = [
     "libjpeg_version",
     "JpegDecodeError",
     "transforms",
+    "JpegFolder",
 ]
 __version__ = "0.1.0"

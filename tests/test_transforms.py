@@ -4,21 +4,31 @@ RandomCropJPEG draws its window as torchvision.transforms.v2.RandomCrop does
 (top, then left, each with torch.randint on the global generator, and only for
 a side larger than the crop), so with the same torch.manual_seed it picks the
 window torchvision would, and its pixels equal that window of a full decode.
+
+RandomResizedCropJPEG draws its window as v2.RandomResizedCrop does (same
+draws, same fallback, same generator state afterwards); its resize is close to
+torchvision's, not equal, since the op may decode at a reduced DCT scale. All
+three transforms also take a decoded [C, H, W] tensor, and then equal
+torchvision's crop, center_crop and resized_crop exactly.
 """
 
 from __future__ import annotations
 
+import io
+import re
 from typing import TYPE_CHECKING
 
 import pytest
 import torch
+from PIL import Image
 import torchvision.transforms as v1
 import torchvision.transforms.functional as v1_functional
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as v2_functional
 
 import custom_op
-from custom_op.transforms import CenterCropJPEG, RandomCropJPEG
+from custom_op.synthetic import make_smooth_noise
+from custom_op.transforms import CenterCropJPEG, RandomCropJPEG, RandomResizedCropJPEG
 
 if TYPE_CHECKING:
     from conftest import JpegCase
@@ -176,3 +186,261 @@ def test_center_crop_in_a_v2_compose(corpus_by_id) -> None:
     pipeline = v2.Compose([CenterCropJPEG(64), v2.RandomHorizontalFlip(p=1.0)])
     expected = v2_functional.center_crop(full_decode(data), [64, 64]).flip(-1)
     assert torch.equal(pipeline(data), expected)
+
+
+# RandomResizedCropJPEG, and decoded [C, H, W] tensors as input to all three transforms.
+
+RRC_SEEDS = range(64)
+# (scale, ratio): torchvision's default; settings that force the central fallback on most or all
+# images (the whole area at a fixed aspect, a window far too small to round to a pixel, aspect
+# ratios no image here has); integer bounds; a narrow square-ish range.
+RRC_SETTINGS = {
+    "default": ((0.08, 1.0), (3.0 / 4.0, 4.0 / 3.0)),
+    "whole-area": ((1.0, 1.0), (3.0 / 4.0, 4.0 / 3.0)),
+    "tiny-area": ((1e-5, 1e-4), (3.0 / 4.0, 4.0 / 3.0)),
+    "very-wide-ratio": ((0.5, 1.0), (4.0, 9.0)),
+    "very-tall-ratio": ((0.9, 1.0), (0.1, 0.2)),
+    "int-bounds": ((0, 1), (1, 2)),
+    "square": ((0.25, 0.5), (0.99, 1.01)),
+}
+# Extra files, generated here: very wide and very tall images whose every attempt fails with the
+# default settings, and single rows and columns.
+EXTREME_SIZES = [(8, 600), (600, 8), (1, 300), (300, 1), (40, 41)]
+RRC_CORPUS = ["420-base-q90-120x200", "420-prog-q100-257x256", "gray-base-q50-7x13",
+              "420-base-q85-1x1", "cmyk-444-base-q75-57x91"]
+
+
+def _encode_with_pillow(pixels, **options) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=90, **options)
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def rrc_files(corpus_by_id) -> dict[str, bytes]:
+    """Encoded files by short id: a few corpus files and the extreme sizes."""
+    files = {case_id: corpus_by_id[case_id].data for case_id in RRC_CORPUS}
+    for height, width in EXTREME_SIZES:
+        files[f"{height}x{width}"] = _encode_with_pillow(make_smooth_noise(height, width, seed=5))
+    return files
+
+
+@pytest.mark.parametrize("setting", RRC_SETTINGS)
+@pytest.mark.parametrize("file_id", RRC_CORPUS + [f"{h}x{w}" for h, w in EXTREME_SIZES])
+def test_random_resized_crop_window_equals_v2(rrc_files, file_id: str, setting: str) -> None:
+    """Same window and same generator state afterwards as v2 (and v1) for every seed."""
+    data = rrc_files[file_id]
+    full = full_decode(data)
+    scale, ratio = RRC_SETTINGS[setting]
+    ours = RandomResizedCropJPEG(32, scale=scale, ratio=ratio)
+    theirs = v2.RandomResizedCrop(32, scale=scale, ratio=ratio)
+    mismatches = []
+    for seed in RRC_SEEDS:
+        torch.manual_seed(seed)
+        window = ours.get_params(data)
+        state = torch.get_rng_state()
+        torch.manual_seed(seed)
+        params = theirs.make_params([full])
+        expected = (params["top"], params["left"], params["height"], params["width"])
+        expected_state = torch.get_rng_state()
+        torch.manual_seed(seed)
+        v1_window = tuple(v1.RandomResizedCrop.get_params(full, list(scale), list(ratio)))
+        if window != expected or window != v1_window or not torch.equal(state, expected_state):
+            mismatches.append((seed, window, expected, v1_window))
+        assert all(isinstance(value, int) for value in window)
+    assert not mismatches, f"(seed, ours, v2, v1): {mismatches}"
+
+
+@pytest.mark.parametrize("file_id, window", [
+    ("8x600", (0, 294, 8, 11)),  # 8 * 4/3 = 10.7 wide, centred
+    ("600x8", (294, 0, 11, 8)),  # 8 / (3/4) = 10.7 high, centred
+])
+def test_random_resized_crop_falls_back_to_a_central_window(rrc_files, file_id: str,
+                                                            window) -> None:
+    """No attempt can fit these images, so every seed gives the same central window."""
+    data = rrc_files[file_id]
+    transform = RandomResizedCropJPEG(16)
+    for seed in range(8):
+        torch.manual_seed(seed)
+        assert transform.get_params(data) == window
+
+
+@pytest.mark.parametrize("mode, channels", [("rgb", 3), ("gray", 1), ("unchanged", 4)])
+@pytest.mark.parametrize("size", [64, (24, 40), 1, (300, 10)], ids=_size_id)
+def test_random_resized_crop_output_shape(corpus_by_id, size, mode: str,
+                                          channels: int) -> None:
+    data = corpus_by_id["cmyk-444-base-q75-57x91"].data
+    for seed in range(4):
+        torch.manual_seed(seed)
+        out = RandomResizedCropJPEG(size, mode=mode)(data)
+        assert out.dtype == torch.uint8 and out.shape == (channels, *as_pair(size))
+
+
+def test_random_resized_crop_output_shape_on_rgb_and_gray(rrc_files) -> None:
+    for file_id, data in rrc_files.items():
+        torch.manual_seed(0)
+        assert RandomResizedCropJPEG((20, 30))(data).shape == (3, 20, 30), file_id
+
+
+def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypatch) -> None:
+    """The op receives the drawn window, the size as (height, width) and every option."""
+    data = corpus_by_id["420-base-q90-120x200"].data
+    calls = []
+
+    def record(*args, **kwargs):
+        calls.append((args[1:], kwargs))
+        return torch.zeros(3, 7, 9, dtype=torch.uint8)
+
+    monkeypatch.setattr(custom_op.transforms, "decode_and_resized_crop_jpeg", record)
+    transform = RandomResizedCropJPEG((7, 9), mode="gray", antialias=False, strict=False)
+    torch.manual_seed(3)
+    window = transform.get_params(data)
+    torch.manual_seed(3)
+    transform(data)
+    assert calls == [((*window, (7, 9)), {"mode": "gray", "antialias": False, "strict": False})]
+
+
+@pytest.mark.parametrize("size", [224, 64, (96, 48)], ids=_size_id)
+def test_random_resized_crop_is_close_to_v2(corpus_by_id, size) -> None:
+    """Near torchvision's output for the same seed.
+
+    Not bit for bit: the op may decode at a reduced DCT scale before resizing,
+    which on this file's fine gratings moves the mean by up to about 5 levels
+    of 255 (0.2 at full scale). A bound of 10 allows that and still catches a
+    wrong window or a transposed size (about 60 levels between unrelated
+    windows of this file).
+    """
+    data = corpus_by_id["420-prog-q100-257x256"].data
+    full = full_decode(data)
+    for seed in range(4):
+        torch.manual_seed(seed)
+        ours = RandomResizedCropJPEG(size)(data)
+        torch.manual_seed(seed)
+        theirs = v2.RandomResizedCrop(size)(full)
+        difference = (ours.float() - theirs.float()).abs().mean().item()
+        assert difference < 10.0, f"seed {seed}: mean difference {difference:.2f}"
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+@pytest.mark.parametrize("setting", ["default", "whole-area", "int-bounds"])
+@pytest.mark.parametrize("size", [64, (17, 300), 1], ids=_size_id)
+def test_random_resized_crop_on_a_decoded_image_equals_v2(rrc_files, size, setting: str,
+                                                          antialias: bool) -> None:
+    scale, ratio = RRC_SETTINGS[setting]
+    for file_id in ("420-base-q90-120x200", "8x600"):
+        full = full_decode(rrc_files[file_id])
+        for seed in range(4):
+            torch.manual_seed(seed)
+            ours = RandomResizedCropJPEG(size, scale, ratio, antialias=antialias)(full)
+            state = torch.get_rng_state()
+            torch.manual_seed(seed)
+            theirs = v2.RandomResizedCrop(size, scale, ratio, antialias=antialias)(full)
+            assert ours.shape == (3, *as_pair(size))
+            assert torch.equal(ours, theirs), f"{file_id} seed {seed}"
+            assert torch.equal(state, torch.get_rng_state())
+
+
+@pytest.mark.parametrize("case_id, size", SMALLER, ids=[f"{c}-{_size_id(s)}" for c, s in SMALLER])
+def test_crops_on_a_decoded_image_equal_torchvision(corpus_by_id, case_id: str, size) -> None:
+    full = full_decode(corpus_by_id[case_id].data, "unchanged")
+    for seed in range(4):
+        torch.manual_seed(seed)
+        ours = RandomCropJPEG(size, mode="unchanged")(full)
+        state = torch.get_rng_state()
+        torch.manual_seed(seed)
+        assert torch.equal(ours, v2.RandomCrop(size)(full)), f"seed {seed}"
+        assert torch.equal(state, torch.get_rng_state())
+    center = CenterCropJPEG(size, mode="unchanged")(full)
+    assert torch.equal(center, v2_functional.center_crop(full, list(as_pair(size))))
+
+
+@pytest.mark.parametrize("case_id", ["420-base-q90-120x200", "cmyk-444-base-q75-57x91",
+                                     "gray-rst-q75-41x75"])
+def test_decoded_and_encoded_inputs_agree_for_crops(corpus_by_id, case_id: str) -> None:
+    """The same seed cuts the same window from the bytes and from their full decode."""
+    data = corpus_by_id[case_id].data
+    full = full_decode(data)
+    for transform in (RandomCropJPEG((17, 30)), CenterCropJPEG((17, 30))):
+        for seed in range(4):
+            torch.manual_seed(seed)
+            from_bytes = transform(data)
+            torch.manual_seed(seed)
+            assert torch.equal(transform(full), from_bytes), f"{transform} seed {seed}"
+
+
+def test_decoded_input_gets_the_channels_of_mode(corpus_by_id) -> None:
+    rgb = full_decode(corpus_by_id["420-base-q90-120x200"].data)
+    gray = full_decode(corpus_by_id["gray-rst-q75-41x75"].data, "unchanged")
+    assert gray.shape[0] == 1
+    window = v2_functional.center_crop(gray, [20, 30])
+    assert torch.equal(CenterCropJPEG((20, 30))(gray), window.repeat(3, 1, 1))
+    assert torch.equal(CenterCropJPEG((20, 30), mode="GRAY")(gray), window)
+    expected = v2_functional.rgb_to_grayscale(v2_functional.center_crop(rgb, [20, 30]))
+    assert torch.equal(CenterCropJPEG((20, 30), mode="gray")(rgb), expected)
+    torch.manual_seed(0)
+    assert RandomResizedCropJPEG(16, mode="gray")(rgb).shape == (1, 16, 16)
+    four = torch.zeros(4, 30, 40, dtype=torch.uint8)
+    assert RandomCropJPEG(10, mode="unchanged")(four).shape == (4, 10, 10)
+    with pytest.raises(ValueError, match=r"RandomCropJPEG: mode='rgb' needs .* got 4 channels"):
+        RandomCropJPEG(10)(four)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        RandomCropJPEG(10, mode="cmyk")(rgb)
+
+
+@pytest.mark.parametrize("transform_class", [RandomCropJPEG, CenterCropJPEG, RandomResizedCropJPEG])
+def test_inputs_of_neither_kind_are_refused(transform_class) -> None:
+    transform = transform_class(4)
+    name = transform_class.__name__
+    with pytest.raises(TypeError, match=rf"{name}: a decoded \[C, H, W\] image must be uint8, "
+                                        r"got dtype torch.float32"):
+        transform(torch.zeros(3, 8, 8))
+    with pytest.raises(TypeError, match=rf"{name}: a 1-D tensor must hold encoded JPEG bytes as "
+                                        r"uint8, got dtype torch.int64"):
+        transform(torch.zeros(100, dtype=torch.int64))
+    for shape in [(8, 8), (1, 3, 8, 8), ()]:
+        with pytest.raises(ValueError, match=rf"{name}: expected .* got a {len(shape)}-D tensor "
+                                             rf"of shape {re.escape(str(shape))}"):
+            transform(torch.zeros(shape, dtype=torch.uint8))
+    with pytest.raises(TypeError, match="got str"):
+        transform("cat.jpg")
+
+
+def test_decoded_image_smaller_than_size_raises_value_error() -> None:
+    image = torch.zeros(3, 20, 30, dtype=torch.uint8)
+    for transform_class in (RandomCropJPEG, CenterCropJPEG):
+        with pytest.raises(ValueError, match=r"crop size 21 x 21 .* than the 20 x 30 image"):
+            transform_class(21)(image)
+
+
+@pytest.mark.parametrize("scale, ratio", [(0.5, (0.75, 1.33)), ((0.1, 1.0), 1.0),
+                                          ((0.1, 0.5, 1.0), (0.75, 1.33)), ((0.1, 1.0), [1.0])])
+def test_random_resized_crop_refuses_what_v2_refuses(scale, ratio) -> None:
+    with pytest.raises(TypeError):
+        v2.RandomResizedCrop(32, scale=scale, ratio=ratio)
+    with pytest.raises(TypeError, match="should be a sequence of two floats"):
+        RandomResizedCropJPEG(32, scale=scale, ratio=ratio)
+
+
+@pytest.mark.parametrize("scale, ratio", [((1.0, 0.5), (0.75, 1.33)), ((0.5, 1.0), (2.0, 1.0))])
+def test_random_resized_crop_warns_and_fails_as_v2_does(scale, ratio) -> None:
+    message = r"Scale and ratio should be of kind \(min, max\)"
+    with pytest.warns(UserWarning, match=message):
+        theirs = v2.RandomResizedCrop(32, scale=scale, ratio=ratio)
+    with pytest.warns(UserWarning, match=message):
+        ours = RandomResizedCropJPEG(32, scale=scale, ratio=ratio)
+    image = torch.zeros(3, 40, 50, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="uniform_ expects") as expected:
+        theirs.make_params([image])
+    with pytest.raises(RuntimeError) as got:
+        ours.get_params(image)
+    assert str(got.value) == str(expected.value)
+
+
+def test_random_resized_crop_in_a_v2_compose(corpus_by_id) -> None:
+    data = corpus_by_id["420-prog-q100-257x256"].data
+    pipeline = v2.Compose([RandomResizedCropJPEG(48), v2.RandomHorizontalFlip(),
+                           v2.ToDtype(torch.float32, scale=True)])
+    torch.manual_seed(0)
+    out = pipeline(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    assert out.dtype == torch.float32 and out.shape == (3, 48, 48)
+    assert "RandomResizedCropJPEG(size=(48, 48), scale=(0.08, 1.0)" in repr(pipeline)

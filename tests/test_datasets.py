@@ -1,0 +1,256 @@
+"""custom_op.datasets.JpegFolder: ImageFolder's files and labels, with JPEGs left undecoded.
+
+The tree mixes what a real folder holds: photo-like JPEGs from
+custom_op.synthetic, a PNG under a .JPEG name (as in ImageNet), a CMYK and a
+grayscale JPEG, an RGBA PNG, a BMP (which torchvision cannot decode, so
+Pillow does), a file in a nested folder, names in upper case, and files that
+must be ignored. Listing must equal torchvision's ImageFolder; every file must
+come out of RandomResizedCropJPEG at the requested size; bad files must raise
+JpegDecodeError naming the file.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision.datasets import DatasetFolder, ImageFolder
+from torchvision.transforms.v2 import functional as v2_functional
+
+import custom_op
+from custom_op.datasets import JpegFolder, load_sample
+from custom_op.synthetic import make_smooth_noise, write_jpeg_folder
+from custom_op.transforms import CenterCropJPEG, RandomResizedCropJPEG
+
+CLASSES = ("cat", "dog", "eel")
+GENERATED = [f"{CLASSES[index % 3]}/{index:05d}.jpg" for index in range(6)]
+# Relative path -> (Pillow mode, Pillow format, size (height, width), save options).
+EXTRA = {
+    "cat/nested/deeper/photo.jpeg": ("RGB", "JPEG", (50, 70), {"quality": 85}),
+    "dog/n02105855_2933.JPEG": ("RGB", "PNG", (61, 83), {}),  # a PNG under a JPEG name
+    "dog/cmyk.jpg": ("CMYK", "JPEG", (45, 66), {"quality": 90}),
+    "eel/gray.JPG": ("L", "JPEG", (70, 40), {"quality": 90}),
+    "eel/rgba.png": ("RGBA", "PNG", (33, 47), {}),
+    "eel/picture.bmp": ("RGB", "BMP", (30, 90), {}),
+    "eel/progressive.jpg": ("RGB", "JPEG", (65, 96), {"progressive": True}),
+}
+NOT_LISTED = ["eel/notes.txt", "loose.jpg", "eel/archive.jpg.gz"]
+NOT_JPEG = {"dog/n02105855_2933.JPEG", "eel/rgba.png", "eel/picture.bmp"}
+
+# torchvision 0.29 deprecates torchvision.io's decoders (for TorchCodec); JpegFolder still uses
+# decode_image for files that are not JPEGs, as asked, and this says so on every call.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:The image decoding and encoding capabilities of TorchVision are deprecated"
+    ":DeprecationWarning")
+
+
+def _pixels(mode: str, height: int, width: int, seed: int) -> Image.Image:
+    image = Image.fromarray(make_smooth_noise(height, width, seed=seed))
+    if mode == "RGBA":
+        image.putalpha(Image.fromarray(make_smooth_noise(height, width, seed=seed + 1)[..., 0]))
+        return image
+    return image.convert(mode)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    root = tmp_path_factory.mktemp("tree")
+    write_jpeg_folder(root, len(GENERATED), 48, 64, classes=CLASSES, seed=1)
+    for seed, (relative, (mode, file_format, (height, width), options)) in enumerate(EXTRA.items()):
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _pixels(mode, height, width, seed).save(path, format=file_format, **options)
+    for relative in NOT_LISTED:
+        (root / relative).write_bytes(b"not an image")
+    return root
+
+
+@pytest.fixture(scope="module")
+def bad_tree(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """One good JPEG and four bad files, each of which ImageFolder with Pillow fails on too."""
+    root = tmp_path_factory.mktemp("bad")
+    (root / "a").mkdir()
+    _pixels("RGB", 64, 96, seed=9).save(root / "a" / "good.jpg", quality=90)
+    # Progressive, so that every window needs the missing scans, whatever the crop.
+    _pixels("RGB", 64, 96, seed=9).save(root / "a" / "truncated.jpg", quality=90, progressive=True)
+    data = (root / "a" / "truncated.jpg").read_bytes()
+    (root / "a" / "truncated.jpg").write_bytes(data[:len(data) // 2])
+    (root / "a" / "garbage.jpg").write_bytes(b"\xff\xd8\xff\xe0" + bytes(range(256)) * 4)
+    (root / "a" / "text.jpg").write_bytes(b"this is not an image at all")
+    (root / "a" / "empty.jpg").write_bytes(b"")
+    return root
+
+
+def _index(dataset: JpegFolder, root: pathlib.Path, relative: str) -> int:
+    return [path for path, _ in dataset.samples].index(str(root / relative))
+
+
+@pytest.mark.parametrize("as_str", [True, False], ids=["str", "path"])
+def test_listing_equals_image_folder(tree: pathlib.Path, as_str: bool) -> None:
+    root = str(tree) if as_str else tree
+    ours, theirs = JpegFolder(root), ImageFolder(root)
+    assert ours.classes == theirs.classes == list(CLASSES)
+    assert ours.class_to_idx == theirs.class_to_idx
+    assert ours.samples == theirs.samples
+    assert ours.imgs == theirs.imgs
+    assert ours.targets == theirs.targets
+    assert len(ours) == len(theirs) == len(GENERATED) + len(EXTRA)
+    assert all(isinstance(path, str) for path, _ in ours.samples)
+
+
+@pytest.mark.parametrize("extensions", [(".png",), ".jpg", (".bmp", ".jpeg")])
+def test_listing_with_extensions_equals_dataset_folder(tree: pathlib.Path, extensions) -> None:
+    ours = JpegFolder(tree, extensions=extensions, allow_empty=True)
+    theirs = DatasetFolder(str(tree), loader=lambda path: path, extensions=extensions,
+                           allow_empty=True)
+    assert ours.samples == theirs.samples and ours.classes == theirs.classes
+
+
+def test_extensions_ignore_case_on_both_sides(tree: pathlib.Path) -> None:
+    """(".JPG",) lists .jpg and .JPG files; ImageFolder would need (".jpg",)."""
+    upper = JpegFolder(tree, extensions=(".JPG",), allow_empty=True)
+    lower = JpegFolder(tree, extensions=(".jpg",), allow_empty=True)
+    assert upper.samples == lower.samples
+    assert str(tree / "eel/gray.JPG") in [path for path, _ in upper.samples]
+
+
+@pytest.mark.parametrize("relative", GENERATED + list(EXTRA))
+def test_every_file_goes_through_random_resized_crop(tree: pathlib.Path, relative: str) -> None:
+    dataset = JpegFolder(tree, transform=RandomResizedCropJPEG(64))
+    index = _index(dataset, tree, relative)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        image, target = dataset[index]
+        assert image.dtype == torch.uint8 and image.shape == (3, 64, 64)
+        assert target == CLASSES.index(relative.split("/")[0])
+
+
+@pytest.mark.parametrize("relative", GENERATED[:1] + list(EXTRA))
+def test_without_transform_jpegs_stay_encoded_and_others_are_decoded(tree: pathlib.Path,
+                                                                     relative: str) -> None:
+    dataset = JpegFolder(tree)
+    data, _ = dataset[_index(dataset, tree, relative)]
+    path = tree / relative
+    if relative in NOT_JPEG:
+        with Image.open(path) as image:  # what ImageFolder's loader gives
+            expected = torch.from_numpy(np.array(image.convert("RGB"))).permute(2, 0, 1)
+        assert data.shape == expected.shape and data.is_contiguous()
+        assert torch.equal(data, expected)
+    else:
+        assert data.dtype == torch.uint8 and data.dim() == 1
+        assert bytes(data.numpy()) == path.read_bytes()
+
+
+def test_decoded_files_take_the_same_window(tree: pathlib.Path) -> None:
+    """A PNG's decoded tensor gets the crop torchvision would cut from it."""
+    dataset = JpegFolder(tree, transform=CenterCropJPEG((21, 37)))
+    index = _index(dataset, tree, "dog/n02105855_2933.JPEG")
+    image, _ = dataset[index]
+    full = load_sample(dataset.samples[index][0])
+    assert torch.equal(image, v2_functional.center_crop(full, [21, 37]))
+
+
+@pytest.mark.parametrize("relative", sorted(NOT_JPEG))
+def test_without_torchvision_pillow_decodes(tree: pathlib.Path, monkeypatch,
+                                            relative: str) -> None:
+    expected = load_sample(str(tree / relative))
+    monkeypatch.setitem(sys.modules, "torchvision.io", None)  # makes the import fail
+    assert torch.equal(load_sample(str(tree / relative)), expected)
+
+
+def test_gray_and_cmyk_jpegs_come_out_rgb(tree: pathlib.Path) -> None:
+    """Compared with Pillow's decode, which ImageFolder gives (same libjpeg, same CMYK rule)."""
+    dataset = JpegFolder(tree, transform=CenterCropJPEG((30, 30)))
+    for relative in ("eel/gray.JPG", "dog/cmyk.jpg"):
+        image, _ = dataset[_index(dataset, tree, relative)]
+        with Image.open(tree / relative) as pillow:
+            full = torch.from_numpy(np.array(pillow.convert("RGB"))).permute(2, 0, 1)
+        difference = (image.int() - v2_functional.center_crop(full, [30, 30]).int()).abs().max()
+        # Pillow's libjpeg-turbo may differ from ours by a rounding step in the IDCT.
+        assert difference <= 1, relative
+
+
+@pytest.mark.parametrize("name, message", [
+    ("truncated.jpg", "Premature end of JPEG file"),
+    ("garbage.jpg", "JPEG"),  # a JPEG signature, then no image: libjpeg's message
+    ("text.jpg", r"not a JPEG \(it starts with 74 68 69 73\), and it could not be decoded"),
+    ("empty.jpg", r"not a JPEG \(the file is empty\)"),
+])
+def test_bad_files_raise_jpeg_decode_error_naming_the_path(bad_tree: pathlib.Path, name: str,
+                                                          message: str) -> None:
+    path = str(bad_tree / "a" / name)
+    for transform in (RandomResizedCropJPEG(32), CenterCropJPEG(16)):
+        dataset = JpegFolder(bad_tree, transform=transform)
+        index = _index(dataset, bad_tree, f"a/{name}")
+        with pytest.raises(custom_op.JpegDecodeError, match=rf"^{re.escape(path)}: .*{message}"):
+            dataset[index]
+    with pytest.raises(OSError):  # ImageFolder with Pillow fails on the same file
+        ImageFolder(bad_tree)[index]
+
+
+def test_good_file_next_to_bad_ones_decodes(bad_tree: pathlib.Path) -> None:
+    dataset = JpegFolder(bad_tree, transform=RandomResizedCropJPEG(32))
+    image, target = dataset[_index(dataset, bad_tree, "a/good.jpg")]
+    assert image.shape == (3, 32, 32) and target == 0
+
+
+def _error(factory, *args, **kwargs) -> tuple[type, str]:
+    with pytest.raises(Exception) as info:
+        factory(*args, **kwargs)
+    return type(info.value), str(info.value)
+
+
+def test_empty_roots_fail_as_image_folder_does(tmp_path: pathlib.Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    error = _error(JpegFolder, empty)
+    assert error == _error(ImageFolder, empty)
+    assert error[0] is FileNotFoundError and error[1].startswith("Couldn't find any class folder")
+
+    missing = tmp_path / "missing"
+    assert _error(JpegFolder, missing)[0] is _error(ImageFolder, missing)[0] is FileNotFoundError
+
+    (empty / "b_empty").mkdir()
+    (empty / "a_full").mkdir()
+    (empty / "c_text").mkdir()
+    (empty / "c_text" / "notes.txt").write_text("no image here")
+    _pixels("RGB", 8, 8, seed=0).save(empty / "a_full" / "x.png")
+    error = _error(JpegFolder, empty)
+    assert error == _error(ImageFolder, empty)
+    assert error[0] is FileNotFoundError
+    assert error[1].startswith("Found no valid file for the classes b_empty, c_text. ")
+
+    ours, theirs = JpegFolder(empty, allow_empty=True), ImageFolder(empty, allow_empty=True)
+    assert ours.classes == theirs.classes == ["a_full", "b_empty", "c_text"]
+    assert ours.samples == theirs.samples and ours.targets == theirs.targets == [0]
+
+
+def test_target_transform_and_repr(tree: pathlib.Path) -> None:
+    dataset = JpegFolder(tree, transform=CenterCropJPEG(8), target_transform=CLASSES.__getitem__)
+    image, label = dataset[0]
+    assert image.shape == (3, 8, 8) and label == "cat"
+    text = repr(dataset)
+    assert text.startswith("Dataset JpegFolder\n    Number of datapoints: 13\n")
+    assert "CenterCropJPEG(size=(8, 8)" in text
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_data_loader_workers(tree: pathlib.Path, context: str) -> None:
+    dataset = JpegFolder(tree, transform=RandomResizedCropJPEG(32))
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2,
+                        multiprocessing_context=context, timeout=60,
+                        generator=torch.Generator().manual_seed(0))
+    labels = []
+    batches = list(loader)
+    for images, targets in batches:
+        assert images.dtype == torch.uint8 and images.shape == (len(targets), 3, 32, 32)
+        labels += targets.tolist()
+    assert [len(targets) for _, targets in batches] == [4, 4, 4, 1]
+    assert sorted(labels) == sorted(dataset.targets)
