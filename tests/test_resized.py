@@ -1,0 +1,240 @@
+"""decode_and_resized_crop_jpeg and decode_and_crop_jpeg_batch.
+
+The resized decode is compared with torchvision's resized_crop of a full
+decode (antialiased bilinear), by PSNR: it decodes at a reduced DCT scale
+(libjpeg's scaled IDCT is a different low-pass filter than the resize's) and
+resamples the scaled pixels, so it is close to, not equal to, the reference.
+The floors below are the measured minimums over this corpus with a margin of
+a few dB; a wrong window, a shifted box or swapped channels give under 20 dB.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torchvision.transforms.v2 import functional as F
+
+import custom_op
+from custom_op._decode import choose_scale
+from custom_op.synthetic import make_photo
+from jpegenc import encode
+
+MODE_CODES = {"rgb": 0, "gray": 1, "unchanged": 2}
+HEIGHT, WIDTH = 240, 320
+WINDOW = (13, 21, 200, 280)  # y, x, height, width: off the block grid on every side
+OUT = (48, 64)
+# PSNR floors in dB by DCT scale (numerator over 8), for outputs as large as
+# the window decoded at that scale (the case where the scale is the one
+# chosen). At 8/8 the output is a real downscale (OUT) and the only
+# difference is the resampler's rounding. At reduced scales libjpeg's scaled
+# IDCT, with its box-upsampled chroma, replaces the resize's antialiasing
+# filter: this corpus has strong texture and chroma detail at the pixel scale,
+# its worst case (4:1:1 in rgb) measured 22.0 to 24.5 dB, gray 30.9 to 33.6 dB.
+PSNR_FLOOR = {
+    "rgb": {1: 20.0, 2: 20.5, 3: 20.0, 4: 21.5, 5: 21.0, 6: 22.0, 7: 22.5, 8: 45.0},
+    "gray": {1: 28.5, 2: 30.5, 3: 30.5, 4: 30.0, 5: 29.5, 6: 31.5, 7: 31.0, 8: 45.0},
+}
+FILES = {
+    "444": {"sampling": "4:4:4"},
+    "422": {"sampling": "4:2:2"},
+    "420": {"sampling": "4:2:0"},
+    "440": {"sampling": "4:4:0"},
+    "411": {"sampling": "4:1:1"},
+    "420-prog": {"sampling": "4:2:0", "progressive": True},
+    "gray": {"sampling": "gray"},
+    "cmyk": {"sampling": "4:2:0", "colorspace": "cmyk"},
+    "ycck": {"sampling": "4:4:4", "colorspace": "ycck"},
+}
+
+
+def _encode(name: str) -> bytes:
+    options = dict(FILES[name])
+    pixels = make_photo(HEIGHT, WIDTH, seed=7)
+    if options.get("colorspace") in ("cmyk", "ycck"):
+        ink = np.full((HEIGHT, WIDTH, 1), 200, dtype=np.uint8)
+        ink[: HEIGHT // 2] = 255
+        pixels = np.dstack([pixels, ink])
+    return encode(pixels, quality=90, **options)
+
+
+@pytest.fixture(scope="module")
+def files() -> dict[str, bytes]:
+    return {name: _encode(name) for name in FILES}
+
+
+def psnr(ours: torch.Tensor, reference: torch.Tensor) -> float:
+    mse = (ours.double() - reference.double()).pow(2).mean().item()
+    return math.inf if mse == 0 else 10 * math.log10(255**2 / mse)
+
+
+def full_decode(data: bytes, mode: str = "rgb") -> torch.Tensor:
+    return custom_op.decode_and_crop_jpeg(data, 0, 0, HEIGHT, WIDTH, mode=mode)
+
+
+def resized_at_scale(data: bytes, scale_num: int, mode: str = "rgb", window=WINDOW, out=OUT,
+                     antialias: bool = True) -> torch.Tensor:
+    return custom_op._C.decode_and_resized_crop_jpeg(
+        data, *window, *out, scale_num, antialias, MODE_CODES[mode], True, 1 << 28, 256)
+
+
+def output_for_scale(scale_num: int) -> tuple[int, int]:
+    """The window's size at scale_num / 8: the largest output that scale serves."""
+    if scale_num == 8:
+        return OUT
+    return WINDOW[2] * scale_num // 8, WINDOW[3] * scale_num // 8
+
+
+@pytest.mark.parametrize("mode", ["rgb", "gray"])
+@pytest.mark.parametrize("scale_num", range(1, 9))
+@pytest.mark.parametrize("name", list(FILES))
+def test_psnr_against_torchvision_resized_crop(files, name: str, scale_num: int, mode: str) -> None:
+    data = files[name]
+    out = output_for_scale(scale_num)
+    reference = F.resized_crop(full_decode(data, mode), *WINDOW, list(out), antialias=True)
+    ours = resized_at_scale(data, scale_num, mode, out=out)
+    assert ours.shape == reference.shape
+    assert psnr(ours, reference) >= PSNR_FLOOR[mode][scale_num]
+
+
+def test_a_shifted_window_falls_far_below_the_floor(files) -> None:
+    """The floors can fail: a window 8 pixels (2 output pixels) off scores below all of them."""
+    data = files["420"]
+    reference = F.resized_crop(full_decode(data), *WINDOW, list(OUT), antialias=True)
+    y, x, h, w = WINDOW
+    shifted = resized_at_scale(data, 8, window=(y + 8, x + 8, h, w))
+    assert psnr(shifted, reference) < 20.0
+
+
+def test_upscaling_and_no_antialias_match_torchvision(files) -> None:
+    data = files["444"]
+    window, out = (30, 40, 20, 30), (60, 90)  # 3x larger
+    reference = F.resized_crop(full_decode(data), *window, list(out), antialias=True)
+    assert psnr(resized_at_scale(data, 8, window=window, out=out), reference) >= 45.0
+    window, out = (0, 0, 200, 300), (100, 150)
+    reference = F.resized_crop(full_decode(data), *window, list(out), antialias=False)
+    ours = resized_at_scale(data, 8, window=window, out=out, antialias=False)
+    assert psnr(ours, reference) >= 40.0
+
+
+@pytest.mark.parametrize("window, size, expected", [
+    ((0, 0, 240, 320), (30, 40), 1),
+    ((0, 0, 240, 320), (31, 40), 2),
+    ((0, 0, 240, 320), (60, 80), 2),
+    ((0, 0, 240, 320), (61, 80), 4),
+    ((0, 0, 240, 320), (120, 160), 4),
+    ((0, 0, 240, 320), (121, 160), 8),
+    ((0, 0, 100, 100), (224, 224), 8),  # upscaling
+])
+def test_scale_choice(window, size, expected: int) -> None:
+    assert choose_scale(window[2], window[3], size) == expected
+
+
+@pytest.mark.parametrize("mode, channels", [("rgb", 3), ("gray", 1), ("unchanged", 4)])
+def test_public_function_uses_the_chosen_scale(files, mode: str, channels: int) -> None:
+    data = files["cmyk"]
+    ours = custom_op.decode_and_resized_crop_jpeg(data, *WINDOW, OUT, mode=mode)
+    assert ours.shape == (channels, *OUT) and ours.dtype == torch.uint8 and ours.is_contiguous()
+    scale = choose_scale(WINDOW[2], WINDOW[3], OUT)
+    assert scale == 2
+    assert torch.equal(ours, resized_at_scale(data, scale, mode))
+
+
+def test_square_size_from_an_int(files) -> None:
+    assert custom_op.decode_and_resized_crop_jpeg(files["420"], 0, 0, 100, 100, 17).shape == (3, 17, 17)
+
+
+@pytest.mark.parametrize("size, error", [(0, ValueError), ((10, 0), ValueError), (2.5, TypeError),
+                                         ((1, 2, 3), TypeError), (70000, ValueError)])
+def test_bad_sizes(files, size, error) -> None:
+    with pytest.raises(error, match="size"):
+        custom_op.decode_and_resized_crop_jpeg(files["420"], 0, 0, 10, 10, size)
+
+
+def test_window_outside_the_image(files) -> None:
+    with pytest.raises(ValueError, match=r"does not fit in the 240 x 320"):
+        custom_op.decode_and_resized_crop_jpeg(files["420"], 100, 0, 141, 10, 8)
+
+
+# --- decode_and_crop_jpeg_batch ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mixed() -> list[bytes]:
+    """Files of different sizes, samplings and colour spaces."""
+    shapes = [(64, 96, {}), (80, 60, {"sampling": "4:2:2"}), (33, 47, {"sampling": "gray"}),
+              (70, 90, {"progressive": True}), (50, 50, {"sampling": "4:4:4"})]
+    out = []
+    for index, (h, w, options) in enumerate(shapes):
+        out.append(encode(make_photo(h, w, seed=index), quality=85, **options))
+    out.append(_encode("cmyk"))
+    return out
+
+
+BOXES = [(3, 5, 40, 50), (0, 0, 80, 60), (10, 7, 20, 30), (69, 89, 1, 1), (1, 2, 47, 45),
+         (13, 21, 200, 280)]
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+@pytest.mark.parametrize("mode", ["rgb", "gray", "unchanged"])
+def test_batch_equals_single_calls(mixed, mode: str, num_threads: int) -> None:
+    results = custom_op.decode_and_crop_jpeg_batch(mixed, BOXES, mode=mode, num_threads=num_threads)
+    assert len(results) == len(mixed)
+    for data, box, result in zip(mixed, BOXES, results):
+        assert torch.equal(result, custom_op.decode_and_crop_jpeg(data, *box, mode=mode))
+
+
+@pytest.mark.parametrize("num_threads", [1, 2])
+def test_resized_batch_is_stacked_and_equals_single_calls(mixed, num_threads: int) -> None:
+    boxes = torch.tensor(BOXES)
+    stacked = custom_op.decode_and_crop_jpeg_batch(mixed, boxes, size=(24, 32), num_threads=num_threads)
+    assert stacked.shape == (len(mixed), 3, 24, 32)
+    for index, (data, box) in enumerate(zip(mixed, BOXES)):
+        assert torch.equal(stacked[index], custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32)))
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_batch_with_a_corrupt_member_names_its_index(mixed, strict: bool) -> None:
+    datas = list(mixed)
+    datas[2] = b"\x89PNG\r\n\x1a\n" + bytes(100)
+    with pytest.raises(custom_op.JpegDecodeError,
+                       match=r"^decode_and_crop_jpeg_batch\(\): image 2: Not a JPEG file"):
+        custom_op.decode_and_crop_jpeg_batch(datas, BOXES, strict=strict, num_threads=2)
+
+
+def test_batch_window_outside_an_image_names_its_index(mixed) -> None:
+    boxes = list(BOXES)
+    boxes[4] = (0, 0, 51, 50)
+    with pytest.raises(ValueError, match=r"image 4: crop window .* does not fit in the 50 x 50"):
+        custom_op.decode_and_crop_jpeg_batch(mixed, boxes)
+
+
+def test_batch_cannot_stack_mixed_channel_counts(mixed) -> None:
+    with pytest.raises(ValueError, match="cannot be stacked"):
+        custom_op.decode_and_crop_jpeg_batch(mixed, BOXES, size=8, mode="unchanged")
+
+
+def test_batch_accepts_every_input_kind(mixed) -> None:
+    data = mixed[0]
+    kinds = [data, bytearray(data), memoryview(data), np.frombuffer(data, dtype=np.uint8),
+             torch.frombuffer(bytearray(data), dtype=torch.uint8)]
+    results = custom_op.decode_and_crop_jpeg_batch(kinds, [BOXES[0]] * len(kinds))
+    for result in results:
+        assert torch.equal(result, results[0])
+
+
+@pytest.mark.parametrize("boxes, error, pattern", [
+    ([(0, 0, 1, 1)], ValueError, "got 6 images but 1 boxes"),
+    (torch.zeros(6, 3, dtype=torch.int64), TypeError, "N x 4 integer tensor"),
+    (torch.zeros(6, 4), TypeError, "N x 4 integer tensor"),
+    ([(0, 0, 0, 1)] * 6, ValueError, r"boxes\[0\].crop_height must be >= 1"),
+])
+def test_batch_bad_boxes(mixed, boxes, error, pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        custom_op.decode_and_crop_jpeg_batch(mixed, boxes)
+
+
+def test_empty_batch(mixed) -> None:
+    assert custom_op.decode_and_crop_jpeg_batch([], []) == []
+    assert custom_op.decode_and_crop_jpeg_batch([], [], size=4).shape == (0, 3, 4, 4)
