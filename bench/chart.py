@@ -1,0 +1,96 @@
+"""Draws the benchmark results as a PNG (matplotlib, Agg backend).
+
+``python -m bench`` draws bench/results/bench.png after every full run (a run
+of one part draws bench/results/bench-<part>.png). To redraw from a saved run:
+
+    python -m bench chart bench/results/<name>.json [--output out.png]
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+_HIGHLIGHT = "#d95f02"  # custom_op
+_FULL = "#fdb863"  # custom_op decoding the whole image
+_PEER = "#7570b3"
+
+
+def _colour(name: str) -> str:
+    if name.startswith("custom_op"):
+        return _FULL if "full" in name else _HIGHLIGHT
+    return _PEER
+
+
+def _draw_operator(axes, operator: dict[str, Any]) -> None:
+    rows = [row for row in operator["methods"] if row["available"]]
+    missing = [row["method"] for row in operator["methods"] if not row["available"]]
+    names = [row["method"] for row in rows]
+    medians = [row["median_ms"] for row in rows]
+    below = [row["median_ms"] - row["p10_ms"] for row in rows]
+    above = [row["p90_ms"] - row["median_ms"] for row in rows]
+    positions = range(len(rows))
+    axes.barh(positions, medians, xerr=[below, above], color=[_colour(name) for name in names],
+              capsize=3, error_kw={"elinewidth": 1})
+    axes.set_yticks(list(positions), names)
+    axes.invert_yaxis()
+    for position, row in zip(positions, rows):
+        ratio = row.get("speedup_vs_torchvision")
+        label = f"{row['median_ms']:.2f} ms" + (f"  ({ratio:.2f}x vs tv)" if ratio else "")
+        axes.text(row["p90_ms"], position, "  " + label, va="center", fontsize=8)
+    axes.set_xlim(0, max(row["p90_ms"] for row in rows) * 1.7)
+    config = operator["config"]
+    axes.set_xlabel("milliseconds per crop (median, bars p10-p90); lower is better")
+    title = f"One {config['crop']}x{config['crop']} crop from one JPEG, 1 thread"
+    if missing:
+        title += "\nnot installed: " + ", ".join(missing)
+    axes.set_title(title, fontsize=10)
+
+
+def _draw_pipeline(axes, pipeline: dict[str, Any]) -> None:
+    rows = pipeline["configs"]
+    names = [row["config"] for row in rows]
+    medians = [row["median_images_per_s"] for row in rows]
+    below = [row["median_images_per_s"] - row["min_images_per_s"] for row in rows]
+    above = [row["max_images_per_s"] - row["median_images_per_s"] for row in rows]
+    positions = range(len(rows))
+    axes.barh(positions, medians, xerr=[below, above], color=[_colour(name) for name in names],
+              capsize=3, error_kw={"elinewidth": 1})
+    axes.set_yticks(list(positions), names)
+    axes.invert_yaxis()
+    for position, row in zip(positions, rows):
+        label = f"{row['median_images_per_s']:.0f}/s  ({row['speedup_vs_pil']:.2f}x vs PIL)"
+        axes.text(row["max_images_per_s"], position, "  " + label, va="center", fontsize=8)
+    axes.set_xlim(0, max(row["max_images_per_s"] for row in rows) * 1.6)
+    config = pipeline["config"]
+    axes.set_xlabel("images per second (median, bars min-max of rounds); higher is better")
+    axes.set_title(f"DataLoader, {config['workers']} workers, batch {config['batch_size']}, "
+                   f"{config['crop']}x{config['crop']} crops + 3 transforms", fontsize=10)
+
+
+def draw(results: dict[str, Any], output: pathlib.Path) -> pathlib.Path:
+    """Draws the parts present in ``results`` (operator, pipeline or both) to ``output``."""
+    parts = [part for part in ("operator", "pipeline") if part in results]
+    figure, axes_list = plt.subplots(1, len(parts), figsize=(7.5 * len(parts), 4.2), squeeze=False)
+    for axes, part in zip(axes_list[0], parts):
+        (_draw_operator if part == "operator" else _draw_pipeline)(axes, results[part])
+    machine = results["machine"]
+    corpus = results[parts[0]]["config"]["corpus"]
+    figure.suptitle(
+        f"custom_op benchmarks on {machine['cpu']} ({machine['usable_cores']} cores); torch {machine['torch']}, "
+        f"torchvision {machine['torchvision']}, Pillow {machine['pillow']}, libjpeg-turbo "
+        f"{machine['custom_op_libjpeg']} (custom_op)\n{corpus['num_files']} JPEGs, "
+        f"{corpus['mean_height']:.0f}x{corpus['mean_width']:.0f} px, "
+        f"{corpus['mean_encoded_bytes'] / 1024:.0f} KiB mean ({corpus['source']}); load average at start "
+        f"{(machine.get('load_average_1_5_15') or [float('nan')])[0]:.2f}",
+        fontsize=9)
+    figure.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=120)
+    plt.close(figure)
+    return output

@@ -1,0 +1,263 @@
+"""Operator benchmark: time to get one random crop out of one encoded JPEG.
+
+Run from the repository root:
+
+    python -m bench operator                      # generated 533x800 photos, 256x256 crops
+    python -m bench operator --data DIR --crop 224 --num-images 200 --repeats 5
+    python -m bench.operator_bench --help          # the same, without the chart
+
+Every method gets the same files and the same random windows; the encoded
+bytes are in memory before timing starts, so no file I/O is timed. One
+process, one thread (bench.common pins the thread counts before torch loads).
+For each sample the methods run back to back in an order that rotates from
+sample to sample, so slow drift of the machine (frequency, other load) hits
+all of them alike. After one untimed warm-up call per method and file, each
+call is timed with time.perf_counter_ns with the garbage collector off; the
+time includes freeing the result, so every method pays for its own memory.
+
+Methods:
+  custom_op crop       custom_op.decode_and_crop_jpeg(tensor, y, x, h, w)
+  custom_op full image the same operator asked for the whole image (what the crop saves)
+  torchvision + slice  torchvision.io.decode_jpeg(tensor, mode=RGB)[:, y:y+h, x:x+w]
+  Pillow + crop        Image.open(BytesIO(b)).convert("RGB").crop(...) -> tensor (CHW view)
+  tensorflow           tf.io.decode_and_crop_jpeg(tf.string constant, [y, x, h, w]), if installed
+  simplejpeg + slice   simplejpeg.decode_jpeg(b)[y:y+h, x:x+w] -> tensor, if installed
+
+torchvision is given mode=RGB so that grayscale or CMYK files in --data give
+the same three channels as the other methods; for colour files it changes
+nothing. Speed-ups are ratios of medians: "vs torchvision" is torchvision's
+median over this method's, so above 1 means faster.
+"""
+
+from __future__ import annotations
+
+from bench import common  # first: pins thread counts before torch loads
+
+import argparse  # noqa: E402
+import gc  # noqa: E402
+import importlib.util  # noqa: E402
+import io  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import custom_op  # noqa: E402
+
+CUSTOM_CROP = "custom_op crop"
+CUSTOM_FULL = "custom_op full image"
+TORCHVISION = "torchvision decode_jpeg + slice"
+PILLOW = "Pillow open/convert/crop"
+TENSORFLOW = "tf.io.decode_and_crop_jpeg"
+SIMPLEJPEG = "simplejpeg decode + slice"
+
+
+@dataclass
+class Method:
+    """One way to get a crop: ``prepare`` turns the file's bytes into the
+    method's natural input (untimed), ``crop`` is what is timed."""
+
+    name: str
+    prepare: Callable[[bytes], Any] | None
+    crop: Callable[[Any, int, int, int, int], Any] | None
+    note: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.crop is not None
+
+
+def _as_uint8_tensor(encoded: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(encoded), dtype=torch.uint8)
+
+
+def _custom_op_methods() -> list[Method]:
+    def crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        return custom_op.decode_and_crop_jpeg(data, y, x, height, width)
+
+    def prepare_full(encoded: bytes) -> tuple[torch.Tensor, int, int]:
+        height, width, _ = custom_op.jpeg_size(encoded)
+        return _as_uint8_tensor(encoded), height, width
+
+    def full(state: tuple[torch.Tensor, int, int], y: int, x: int, height: int, width: int) -> torch.Tensor:
+        data, image_height, image_width = state
+        return custom_op.decode_and_crop_jpeg(data, 0, 0, image_height, image_width)
+
+    return [Method(CUSTOM_CROP, _as_uint8_tensor, crop),
+            Method(CUSTOM_FULL, prepare_full, full, note="whole image, no crop")]
+
+
+def _torchvision_method() -> Method:
+    try:
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except ImportError:
+        return Method(TORCHVISION, None, None, note="not installed")
+
+    def crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        return decode_jpeg(data, mode=ImageReadMode.RGB)[:, y:y + height, x:x + width]
+
+    return Method(TORCHVISION, _as_uint8_tensor, crop)
+
+
+def _pillow_method() -> Method:
+    def crop(encoded: bytes, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        image = Image.open(io.BytesIO(encoded)).convert("RGB")
+        window = np.array(image.crop((x, y, x + width, y + height)))
+        return torch.from_numpy(window).permute(2, 0, 1)
+
+    return Method(PILLOW, bytes, crop)
+
+
+def _tensorflow_method() -> Method:
+    if importlib.util.find_spec("tensorflow") is None:
+        return Method(TENSORFLOW, None, None, note="not installed")
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow was already initialised by someone else
+        pass
+
+    def prepare(encoded: bytes) -> Any:
+        return tf.constant(encoded, dtype=tf.string)
+
+    def crop(contents: Any, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        window = tf.io.decode_and_crop_jpeg(contents, [y, x, height, width], channels=3)
+        return torch.from_numpy(window.numpy()).permute(2, 0, 1)
+
+    return Method(TENSORFLOW, prepare, crop, note=f"tensorflow {tf.__version__}")
+
+
+def _simplejpeg_method() -> Method:
+    if importlib.util.find_spec("simplejpeg") is None:
+        return Method(SIMPLEJPEG, None, None, note="not installed")
+    import simplejpeg
+
+    def crop(encoded: bytes, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        image = simplejpeg.decode_jpeg(encoded, colorspace="RGB")
+        return torch.from_numpy(image[y:y + height, x:x + width]).permute(2, 0, 1)
+
+    return Method(SIMPLEJPEG, bytes, crop, note=f"simplejpeg {simplejpeg.__version__}")
+
+
+def all_methods() -> list[Method]:
+    return [*_custom_op_methods(), _torchvision_method(), _pillow_method(),
+            _tensorflow_method(), _simplejpeg_method()]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("operator benchmark")
+    group.add_argument("--repeats", type=int, default=10,
+                       help="random windows per file; samples = files x repeats (default 10)")
+
+
+def _time_one(method: Method, state: Any, y: int, x: int, height: int, width: int) -> int:
+    start = time.perf_counter_ns()
+    result = method.crop(state, y, x, height, width)
+    del result  # freeing the crop (and whatever it keeps alive) is part of the cost
+    return time.perf_counter_ns() - start
+
+
+def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
+    """Times every available method; returns the configuration and the statistics."""
+    corpus = corpus or common.load_corpus(args)
+    methods = all_methods()
+    active = [method for method in methods if method.available]
+    encoded = [path.read_bytes() for path in corpus.paths]
+    states = {method.name: [method.prepare(data) for data in encoded] for method in active}
+
+    # Warm-up: one call per method and file, which also drops any file that a
+    # method cannot decode (possible only with --data).
+    usable, dropped = [], []
+    for index, (height, width) in enumerate(corpus.sizes):
+        side_y, side_x = min(args.crop, height), min(args.crop, width)
+        try:
+            for method in active:
+                method.crop(states[method.name][index], 0, 0, side_y, side_x)
+        except Exception as error:  # noqa: BLE001 - a benchmark reports, it does not stop
+            dropped.append(f"{corpus.paths[index]}: {type(error).__name__}: {error}")
+        else:
+            usable.append(index)
+
+    rng = np.random.default_rng(args.seed)
+    plan = []
+    for _ in range(args.repeats):
+        for index in usable:
+            height, width = corpus.sizes[index]
+            crop_height, crop_width = min(args.crop, height), min(args.crop, width)
+            y = int(rng.integers(0, height - crop_height + 1))
+            x = int(rng.integers(0, width - crop_width + 1))
+            plan.append((index, y, x, crop_height, crop_width))
+
+    samples: dict[str, list[int]] = {method.name: [] for method in active}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for number, (index, y, x, crop_height, crop_width) in enumerate(plan):
+            shift = number % len(active)
+            for method in active[shift:] + active[:shift]:
+                elapsed = _time_one(method, states[method.name][index], y, x, crop_height, crop_width)
+                samples[method.name].append(elapsed)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+    stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
+                    common.percentiles(times).items()} for name, times in samples.items()}
+    reference = {peer: stats[peer]["median"] for peer in (TORCHVISION, PILLOW) if peer in stats}
+    rows = []
+    for method in methods:
+        row: dict[str, Any] = {"method": method.name, "available": method.available, "note": method.note}
+        if method.available:
+            row.update({f"{key}_ms" if key != "n" else "samples": value
+                        for key, value in stats[method.name].items()})
+            for peer, label in ((TORCHVISION, "speedup_vs_torchvision"), (PILLOW, "speedup_vs_pillow")):
+                row[label] = reference[peer] / stats[method.name]["median"] if peer in reference else None
+        rows.append(row)
+    return {
+        "config": {"crop": args.crop, "repeats": args.repeats, "seed": args.seed,
+                   "files_used": len(usable), "files_dropped": dropped,
+                   "samples_per_method": len(plan), "threads": torch.get_num_threads(),
+                   "corpus": corpus.description},
+        "methods": rows,
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The operator results as an aligned markdown table."""
+    headers = ["method", "median ms", "p10 ms", "p90 ms", "vs torchvision", "vs Pillow", "note"]
+    rows = []
+    for row in result["methods"]:
+        if not row["available"]:
+            rows.append([row["method"], "-", "-", "-", "-", "-", row["note"]])
+            continue
+        rows.append([row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}",
+                     common.format_ratio(row["speedup_vs_torchvision"]),
+                     common.format_ratio(row["speedup_vs_pillow"]), row["note"]])
+    config = result["config"]
+    title = (f"Per-crop time, {config['crop']}x{config['crop']} windows, one thread, "
+             f"{config['samples_per_method']} samples per method ({config['files_used']} files x "
+             f"{config['repeats']} windows); speed-up = peer's median / method's median")
+    table = common.markdown_table(headers, rows, right=[False, True, True, True, True, True, False])
+    lines = [title, "", table]
+    if config["files_dropped"]:
+        lines.append(f"Dropped {len(config['files_dropped'])} file(s) that some method could not decode.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_corpus_arguments(parser)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    print(common.format_machine(common.describe_machine()))
+    result = run(args)
+    print(format_table(result))
+
+
+if __name__ == "__main__":
+    main()
