@@ -1,11 +1,12 @@
-"""Runs the benchmarks: ``python -m bench [all|operator|pipeline|chart] [options]``.
+"""Runs the benchmarks: ``python -m bench [all|operator|pipeline|imagenet|chart] [options]``.
 
 From the repository root (``make bench`` does the first, with BENCH_ARGS):
 
-    python -m bench                       # both parts on defaults: ~2.5 min on 2 idle cores
-                                          # (the first run also generates the images, ~30 s)
+    python -m bench                       # all three parts on defaults: ~3.5 min on 2 idle cores
+                                          # (the first run also generates the images, ~1 min)
     python -m bench operator --repeats 20
     python -m bench pipeline --workers 4 --batch-size 64
+    python -m bench imagenet --windows 50   # RandomResizedCrop(224) at 500x375 and 2560x1600
     python -m bench --data ~/photos       # "all" is implied when the first word is an option
     python -m bench chart bench/results/<name>.json
 
@@ -24,9 +25,9 @@ import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from bench import chart, operator_bench, pipeline_bench  # noqa: E402
+from bench import chart, imagenet_bench, operator_bench, pipeline_bench  # noqa: E402
 
-COMMANDS = ("all", "operator", "pipeline", "chart")
+COMMANDS = ("all", "operator", "pipeline", "imagenet", "chart")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,9 +35,10 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Run 'python -m bench COMMAND --help' for a command's options.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    helps = {"all": "operator and pipeline benchmarks (the default)",
+    helps = {"all": "operator, pipeline and imagenet benchmarks (the default)",
              "operator": "per-crop time of custom_op against torchvision, Pillow and optional peers",
-             "pipeline": "the article's DataLoader experiment, images per second"}
+             "pipeline": "the article's DataLoader experiment, images per second",
+             "imagenet": "RandomResizedCrop(224) from JPEG bytes against torchvision and PIL, and the batched call"}
     for command, text in helps.items():
         sub = commands.add_parser(command, help=text, description=text)
         common.add_corpus_arguments(sub)
@@ -44,6 +46,8 @@ def _parser() -> argparse.ArgumentParser:
             operator_bench.add_arguments(sub)
         if command in ("all", "pipeline"):
             pipeline_bench.add_arguments(sub)
+        if command in ("all", "imagenet"):
+            imagenet_bench.add_arguments(sub)
         output = sub.add_argument_group("output")
         output.add_argument("--name", default=None,
                             help="results file name without .json (default: <UTC time>-<commit>-<command>)")
@@ -76,8 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     machine = common.describe_machine()
     print(common.format_machine(machine), flush=True)
-    corpus = common.load_corpus(args)
-    print(common.describe_corpus(corpus), flush=True)
+    corpus = None
+    if args.command != "imagenet":  # the imagenet part generates its own two sets of images
+        corpus = common.load_corpus(args)
+        print(common.describe_corpus(corpus), flush=True)
     results = {"command": args.command, "argv": argv, "machine": machine,
                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -87,6 +93,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in ("all", "pipeline"):
         results["pipeline"] = pipeline_bench.run(args, corpus)
         print("\n" + pipeline_bench.format_table(results["pipeline"]), flush=True)
+    if args.command in ("all", "imagenet"):
+        results["imagenet"] = imagenet_bench.run(args, corpus)
+        print("\n" + imagenet_bench.format_table(results["imagenet"]), flush=True)
 
     results["elapsed_s"] = time.perf_counter() - started
     name = args.name or common.default_run_name(args.command, machine)

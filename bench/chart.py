@@ -73,20 +73,52 @@ def _draw_pipeline(axes, pipeline: dict[str, Any]) -> None:
                    f"{config['crop']}x{config['crop']} crops + 3 transforms", fontsize=10)
 
 
+def _draw_imagenet(axes, imagenet: dict[str, Any]) -> None:
+    cases = imagenet["cases"]
+    names = [row["method"] for row in cases[0]["methods"]]
+    height = 0.8 / len(cases)
+    shades = ("#1b9e77", "#66a61e", "#e6ab02")
+    for number, case in enumerate(cases):
+        ratios = [row["speedup_vs_torchvision"] for row in case["methods"]]
+        positions = [index + (number - (len(cases) - 1) / 2) * height for index in range(len(names))]
+        axes.barh(positions, ratios, height=height, color=shades[number % len(shades)], label=case["label"])
+        for position, row in zip(positions, case["methods"]):
+            axes.text(row["speedup_vs_torchvision"], position,
+                      f"  {row['speedup_vs_torchvision']:.2f}x ({row['median_ms']:.1f} ms)", va="center", fontsize=7)
+    axes.axvline(1.0, color="grey", linewidth=0.8)
+    axes.set_yticks(list(range(len(names))), names)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max(row["speedup_vs_torchvision"] for case in cases for row in case["methods"]) * 1.5)
+    axes.legend(fontsize=8, loc="center right", title="width x height", title_fontsize=8)
+    axes.set_xlabel("speed-up vs torchvision decode + resized_crop (ratio of medians); higher is better")
+    axes.set_title(f"RandomResizedCrop({imagenet['config']['size']}) from JPEG bytes, 1 thread", fontsize=10)
+
+
+_DRAWERS = {"operator": _draw_operator, "pipeline": _draw_pipeline, "imagenet": _draw_imagenet}
+
+
 def draw(results: dict[str, Any], output: pathlib.Path) -> pathlib.Path:
-    """Draws the parts present in ``results`` (operator, pipeline or both) to ``output``."""
-    parts = [part for part in ("operator", "pipeline") if part in results]
-    figure, axes_list = plt.subplots(1, len(parts), figsize=(7.5 * len(parts), 4.2), squeeze=False)
+    """Draws the parts present in ``results`` (operator, pipeline, imagenet) to ``output``."""
+    parts = [part for part in ("operator", "pipeline", "imagenet") if part in results]
+    width = sum(9.5 if part == "imagenet" else 7.5 for part in parts)
+    if parts == ["imagenet"]:
+        width = 12.0  # room for the two-line title
+    figure, axes_list = plt.subplots(1, len(parts), figsize=(width, 4.2), squeeze=False)
     for axes, part in zip(axes_list[0], parts):
-        (_draw_operator if part == "operator" else _draw_pipeline)(axes, results[part])
+        _DRAWERS[part](axes, results[part])
     machine = results["machine"]
-    corpus = results[parts[0]]["config"]["corpus"]
+    corpus = next((results[part]["config"]["corpus"] for part in parts if "corpus" in results[part]["config"]),
+                  None)
+    if corpus is not None:
+        images = (f"{corpus['num_files']} JPEGs, {corpus['mean_height']:.0f}x{corpus['mean_width']:.0f} px, "
+                  f"{corpus['mean_encoded_bytes'] / 1024:.0f} KiB mean ({corpus['source']})")
+    else:  # the imagenet part alone: it generates its own two sets
+        images = "generated JPEGs: " + ", ".join(f"{case['files']} of {case['label']} (width x height)"
+                                                 for case in results["imagenet"]["cases"])
     figure.suptitle(
         f"custom_op benchmarks on {machine['cpu']} ({machine['usable_cores']} cores); torch {machine['torch']}, "
         f"torchvision {machine['torchvision']}, Pillow {machine['pillow']}, libjpeg-turbo "
-        f"{machine['custom_op_libjpeg']} (custom_op)\n{corpus['num_files']} JPEGs, "
-        f"{corpus['mean_height']:.0f}x{corpus['mean_width']:.0f} px, "
-        f"{corpus['mean_encoded_bytes'] / 1024:.0f} KiB mean ({corpus['source']}); load average at start "
+        f"{machine['custom_op_libjpeg']} (custom_op)\n{images}; load average at start "
         f"{(machine.get('load_average_1_5_15') or [float('nan')])[0]:.2f}",
         fontsize=9)
     figure.tight_layout()

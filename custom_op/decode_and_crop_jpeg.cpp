@@ -7,7 +7,9 @@
 // Only the few torch headers needed are included: torch/extension.h doubles
 // the compile time that every training job pays on a cold cache.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/_upsample_bilinear2d_aa.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
@@ -138,6 +140,33 @@ struct ResizeRequest {
   bool antialias;
 };
 
+// Without DCT scaling: the exact crop, resized by the very ATen kernel that
+// torchvision's resize(antialias=...) runs on uint8 CPU tensors, so the result
+// equals torchvision's resized_crop of a full decode, and costs less than the
+// core's portable resampler (which serves the reduced scales, where the box
+// has fractional edges that ATen cannot take).
+custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
+                                     custom_op::ColorMode mode, int64_t channels,
+                                     const ResizeRequest& resize, at::Tensor* out) {
+  at::Tensor crop = at::empty({channels, window.height, window.width}, at::kByte);
+  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>());
+  if (!status.ok()) {
+    return status;
+  }
+  if (resize.out_height == window.height && resize.out_width == window.width) {
+    *out = crop;  // torchvision returns the input itself for an identity resize.
+    return status;
+  }
+  const std::vector<int64_t> size_vector{resize.out_height, resize.out_width};
+  const at::IntArrayRef size(size_vector);
+  const at::Tensor batch = crop.unsqueeze(0);
+  const at::Tensor resized =
+      resize.antialias ? at::_upsample_bilinear2d_aa(batch, size, /*align_corners=*/false)
+                       : at::upsample_bilinear2d(batch, size, /*align_corners=*/false);
+  *out = resized.squeeze(0).contiguous();
+  return status;
+}
+
 // Header, window check, allocation and decode of one image; never throws.
 // `out` receives the new tensor. Runs without the GIL (the batch runs it on
 // several threads at once).
@@ -159,6 +188,9 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     if (resize == nullptr) {
       *out = at::empty({channels, window.height, window.width}, at::kByte);
       return decoder.decode(window, mode, out->data_ptr<uint8_t>());
+    }
+    if (resize->scale_num == 8) {
+      return decode_then_resize(&decoder, window, mode, channels, *resize, out);
     }
     *out = at::empty({channels, resize->out_height, resize->out_width}, at::kByte);
     return decoder.decode_resized(window, mode, resize->scale_num,

@@ -1,0 +1,283 @@
+"""ImageNet-style benchmark: RandomResizedCrop(224) straight from the encoded JPEG.
+
+Run from the repository root:
+
+    python -m bench imagenet                      # 40 files of 500x375 and 8 of 2560x1600
+    python -m bench imagenet --windows 20 --batch-rounds 20
+    python -m bench.imagenet_bench --help          # the same, without the chart
+
+Photo-like JPEGs (custom_op.synthetic, quality 90, 4:2:0 unless told otherwise)
+of two sizes, width x height: 500x375 (a typical ImageNet file) and 2560x1600.
+Each file gets --windows windows drawn with a fixed torch seed by
+custom_op.transforms.RandomResizedCropJPEG(224).get_params, which draws them as
+torchvision.transforms.v2.RandomResizedCrop does. Every method gets the same
+windows; the encoded bytes are in memory before timing starts.
+
+Methods (one thread; bench.common pins the thread counts before torch loads):
+  custom_op            custom_op.decode_and_resized_crop_jpeg(data, *window, 224): the transform's
+                       work minus the sampling (window decoded at a reduced DCT scale when it can)
+  custom_op crop + tv  F.resize(custom_op.decode_and_crop_jpeg(data, *window), [224, 224]):
+                       exact crop then torchvision's resize, to show what the DCT scaling buys
+  torchvision          F.resized_crop(torchvision.io.decode_jpeg(data), *window, [224, 224])
+  PIL                  Image.open(BytesIO(b)).convert("RGB").resize((224, 224), BILINEAR,
+                       box=window) -> tensor (PIL's resize with a box is its RandomResizedCrop)
+  floor                custom_op._C.decode_and_crop_jpeg(data, top + h - 1, left, 1, 1, gray):
+                       a 1x1 gray window on the window's last row, so libjpeg entropy-decodes
+                       (skips) every row above it and decodes one iMCU row; approximates an
+                       entropy-only pass down to the window's bottom, which no method can beat
+                       by much without skipping entropy decoding altogether
+F is torchvision.transforms.v2.functional; resizes are antialiased bilinear.
+
+As in the operator benchmark, the methods run back to back for each sample in
+an order that rotates from sample to sample, after one untimed warm-up call per
+method and file; each call is timed with time.perf_counter_ns with the garbage
+collector off, freeing the result included. Ratios are of medians: "vs
+torchvision" is torchvision's median over the method's, so above 1 is faster.
+
+Then the batched call, custom_op.decode_and_crop_jpeg_batch(datas, boxes,
+size=224, num_threads=t) for t = 1 and 2 (C++ threads, GIL released), over a
+batch of --batch files of 500x375 and over the 2560x1600 files, one window
+each: images per second from the median of --batch-rounds timed calls.
+"""
+
+from __future__ import annotations
+
+from bench import common  # first: pins thread counts before torch loads
+
+import argparse  # noqa: E402
+import collections  # noqa: E402
+import gc  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import custom_op  # noqa: E402
+from custom_op import _decode, synthetic  # noqa: E402
+from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
+
+SIZE = 224
+CUSTOM = "custom_op resized crop"
+CUSTOM_EXACT = "custom_op exact crop + tv resize"
+TORCHVISION = "torchvision decode + resized_crop"
+PILLOW = "PIL open/convert/resize(box)"
+FLOOR = "floor (entropy pass to window bottom)"
+METHOD_ORDER = (CUSTOM, CUSTOM_EXACT, TORCHVISION, PILLOW, FLOOR)
+FLOOR_NOTE = ("floor = custom_op._C.decode_and_crop_jpeg(data, top+h-1, left, 1, 1, gray): libjpeg skips "
+              "(entropy-decodes) all rows above the window's last row and decodes one iMCU row")
+SCALE_LABELS = {1: "1/8", 2: "1/4", 4: "1/2", 8: "1"}
+
+# (label, height, width, option naming the file count, target speed-up vs torchvision)
+CASES = (("500x375", 375, 500, "small_images", 1.4),
+         ("2560x1600", 1600, 2560, "large_images", 2.0))
+BATCH_THREADS = (1, 2)
+BATCH_TARGET = 1.7
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("imagenet benchmark")
+    group.add_argument("--windows", type=int, default=25,
+                       help="RandomResizedCrop windows per file (default 25)")
+    group.add_argument("--small-images", type=int, default=40, help="500x375 files (default 40)")
+    group.add_argument("--large-images", type=int, default=8, help="2560x1600 files (default 8)")
+    group.add_argument("--batch", type=int, default=32,
+                       help="files of 500x375 in one batched call, reused cyclically (default 32)")
+    group.add_argument("--batch-rounds", type=int, default=30,
+                       help="timed batched calls per thread count (default 30)")
+
+
+def _methods() -> dict[str, Callable[..., Any]]:
+    """Each takes (tensor, bytes, top, left, height, width) and returns a 3 x 224 x 224 tensor."""
+    import torchvision.transforms.v2.functional as F
+    from torchvision.io import decode_jpeg
+
+    def custom(data, _raw, top, left, height, width):
+        return custom_op.decode_and_resized_crop_jpeg(data, top, left, height, width, SIZE)
+
+    def custom_exact(data, _raw, top, left, height, width):
+        return F.resize(custom_op.decode_and_crop_jpeg(data, top, left, height, width), [SIZE, SIZE],
+                        antialias=True)
+
+    def torchvision(data, _raw, top, left, height, width):
+        return F.resized_crop(decode_jpeg(data), top, left, height, width, [SIZE, SIZE], antialias=True)
+
+    def pillow(_data, raw, top, left, height, width):
+        image = Image.open(io.BytesIO(raw)).convert("RGB")
+        resized = image.resize((SIZE, SIZE), Image.BILINEAR, box=(left, top, left + width, top + height))
+        return torch.from_numpy(np.array(resized)).permute(2, 0, 1)
+
+    def floor(data, _raw, top, left, height, width):
+        return custom_op._C.decode_and_crop_jpeg(data, top + height - 1, left, 1, 1, 1, True, 1 << 28, 256)
+
+    return {CUSTOM: custom, CUSTOM_EXACT: custom_exact, TORCHVISION: torchvision, PILLOW: pillow,
+            FLOOR: floor}
+
+
+def _files(args: argparse.Namespace, height: int, width: int, count: int) -> tuple[str, list]:
+    recipe = (f"imagenet-{height}x{width}-q{args.quality}-{args.subsampling.replace(':', '')}"
+              f"-seed{args.seed}")
+    paths = synthetic.write_jpeg_folder(args.cache / recipe, count, height, width, classes=("images",),
+                                        quality=args.quality, subsampling=args.subsampling, seed=args.seed)
+    return recipe, paths
+
+
+def _time_case(args: argparse.Namespace, label: str, height: int, width: int, count: int,
+               methods: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    recipe, paths = _files(args, height, width, count)
+    tensors = [common.read_encoded(path) for path in paths]
+    raws = [path.read_bytes() for path in paths]
+
+    torch.manual_seed(args.seed)
+    sampler = RandomResizedCropJPEG(SIZE)
+    windows = [[tuple(int(v) for v in sampler.get_params(data)) for _ in range(args.windows)]
+               for data in tensors]
+    # Window-major order: every file once, then every file again with its next window.
+    plan = [(index, windows[index][number]) for number in range(args.windows) for index in range(len(paths))]
+
+    names = list(METHOD_ORDER)
+    for index, file_windows in enumerate(windows):  # warm-up, untimed
+        for name in names:
+            methods[name](tensors[index], raws[index], *file_windows[0])
+
+    samples: dict[str, list[int]] = {name: [] for name in names}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for number, (index, window) in enumerate(plan):
+            shift = number % len(names)
+            for name in names[shift:] + names[:shift]:
+                start = time.perf_counter_ns()
+                result = methods[name](tensors[index], raws[index], *window)
+                del result
+                samples[name].append(time.perf_counter_ns() - start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+    stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
+                    common.percentiles(times).items()} for name, times in samples.items()}
+    floor_ms = stats[FLOOR]["median"]
+    rows = []
+    for name in names:
+        median = stats[name]["median"]
+        rows.append({"method": name, "median_ms": median, "p10_ms": stats[name]["p10"],
+                     "p90_ms": stats[name]["p90"], "samples": stats[name]["n"],
+                     "speedup_vs_torchvision": stats[TORCHVISION]["median"] / median,
+                     "speedup_vs_pillow": stats[PILLOW]["median"] / median,
+                     "times_floor": median / floor_ms})
+    scales = collections.Counter(_decode.choose_scale(h, w, (SIZE, SIZE)) for _, (_, _, h, w) in plan)
+    areas = [h * w / (height * width) for _, (_, _, h, w) in plan]
+    return {"label": label, "height": height, "width": width, "files": len(paths), "recipe": recipe,
+            "folder": str(args.cache / recipe),
+            "mean_encoded_bytes": float(np.mean([len(raw) for raw in raws])),
+            "windows_per_file": args.windows, "samples_per_method": len(plan),
+            "mean_area_fraction": float(np.mean(areas)),
+            "dct_scale_counts": {SCALE_LABELS.get(n, f"{n}/8"): scales[n] for n in sorted(scales)},
+            "floor_median_ms": floor_ms, "methods": rows, "_tensors": tensors, "_windows": windows}
+
+
+def _time_batch(label: str, tensors: list, windows: list, batch: int, rounds: int) -> dict[str, Any]:
+    datas = [tensors[i % len(tensors)] for i in range(batch)]
+    boxes = [windows[i % len(windows)][0] for i in range(batch)]
+    for threads in BATCH_THREADS:  # warm-up (also starts the threads)
+        custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, num_threads=threads)
+    times: dict[int, list[int]] = {threads: [] for threads in BATCH_THREADS}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for number in range(rounds):
+            order = BATCH_THREADS if number % 2 == 0 else BATCH_THREADS[::-1]
+            for threads in order:
+                start = time.perf_counter_ns()
+                result = custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, num_threads=threads)
+                del result
+                times[threads].append(time.perf_counter_ns() - start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    rows = []
+    for threads in BATCH_THREADS:
+        median_s = float(np.median(times[threads])) / 1e9
+        rows.append({"threads": threads, "median_s": median_s, "images_per_s": batch / median_s})
+    ratio = rows[-1]["images_per_s"] / rows[0]["images_per_s"]
+    return {"label": label, "batch": batch, "distinct_files": min(batch, len(tensors)), "rounds": rounds,
+            "threads": rows, "ratio_2_vs_1": ratio}
+
+
+def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
+    """Times the methods on both image sizes, then the batched call; ``corpus`` is unused."""
+    methods = _methods()
+    cases, batches, targets = [], [], []
+    for label, height, width, option, target in CASES:
+        case = _time_case(args, label, height, width, getattr(args, option), methods)
+        tensors, windows = case.pop("_tensors"), case.pop("_windows")
+        cases.append(case)
+        batch = args.batch if label == "500x375" else len(tensors)
+        batches.append(_time_batch(label, tensors, windows, batch, args.batch_rounds))
+        measured = next(row for row in case["methods"] if row["method"] == CUSTOM)["speedup_vs_torchvision"]
+        targets.append({"target": f"custom_op >= {target}x vs torchvision at {label}",
+                        "required": target, "measured": measured, "holds": measured >= target})
+    for batch in batches:
+        targets.append({"target": f"batch of {batch['batch']} x {batch['label']}: 2 threads >= "
+                                  f"{BATCH_TARGET}x the 1-thread throughput",
+                        "required": BATCH_TARGET, "measured": batch["ratio_2_vs_1"],
+                        "holds": batch["ratio_2_vs_1"] >= BATCH_TARGET})
+    return {"config": {"size": SIZE, "windows": args.windows, "seed": args.seed, "quality": args.quality,
+                       "subsampling": args.subsampling, "threads": torch.get_num_threads(),
+                       "batch": args.batch, "batch_rounds": args.batch_rounds, "floor_note": FLOOR_NOTE,
+                       "load_average_after_1_5_15": list(os.getloadavg())},
+            "cases": cases, "batch": batches, "targets": targets}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """One table per image size, the batch table and the targets."""
+    config = result["config"]
+    headers = ["method", "median ms", "p10 ms", "p90 ms", "vs torchvision", "vs PIL", "x floor"]
+    lines = []
+    for case in result["cases"]:
+        rows = [[row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}",
+                 common.format_ratio(row["speedup_vs_torchvision"]), common.format_ratio(row["speedup_vs_pillow"]),
+                 common.format_ratio(row["times_floor"])] for row in case["methods"]]
+        scales = ", ".join(f"{scale}: {count}" for scale, count in case["dct_scale_counts"].items())
+        lines += [f"RandomResizedCrop({config['size']}) on {case['files']} files of {case['label']} "
+                  f"(width x height, {case['mean_encoded_bytes'] / 1024:.0f} KiB mean), one thread, "
+                  f"{case['samples_per_method']} samples per method ({case['files']} files x "
+                  f"{case['windows_per_file']} windows)",
+                  f"mean window area {100 * case['mean_area_fraction']:.0f}% of the image; DCT scale chosen "
+                  f"(windows): {scales}; floor median {case['floor_median_ms']:.3f} ms", "",
+                  common.markdown_table(headers, rows, right=[False] + [True] * 6), ""]
+    lines.append(FLOOR_NOTE + "; 'x floor' = method's median / floor's median.")
+    lines.append("")
+    rows = []
+    for batch in result["batch"]:
+        for row in batch["threads"]:
+            rows.append([f"{batch['batch']} x {batch['label']}", str(row["threads"]),
+                         f"{1000 * row['median_s']:.1f}", f"{row['images_per_s']:.0f}",
+                         common.format_ratio(row["images_per_s"] / batch["threads"][0]["images_per_s"])])
+    lines += [f"decode_and_crop_jpeg_batch(size={config['size']}), one window per file, median of "
+              f"{config['batch_rounds']} calls", "",
+              common.markdown_table(["batch", "threads", "median ms", "images/s", "vs 1 thread"], rows,
+                                    right=[False, True, True, True, True]), "", "Targets:"]
+    for target in result["targets"]:
+        lines.append(f"  [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
+                     f"measured {target['measured']:.2f}x")
+    one, five, _ = config["load_average_after_1_5_15"]
+    lines.append(f"Load average after this part: {one:.2f} (1 min), {five:.2f} (5 min)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    common.add_corpus_arguments(parser)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    print(common.format_machine(common.describe_machine()), flush=True)
+    print(format_table(run(args)))
+
+
+if __name__ == "__main__":
+    main()
