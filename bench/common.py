@@ -8,6 +8,7 @@ those libraries read their environment variables only once, when torch loads.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -319,3 +320,18 @@ def write_json(results_dir: pathlib.Path, name: str, payload: dict[str, Any]) ->
     path = results_dir / f"{name}.json"
     path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     return path
+
+
+def standalone_main(module, argv: list[str] | None = None, *, corpus: bool = True) -> None:
+    """``main()`` of a benchmark module run alone: its arguments, the machine, its table.
+
+    ``module`` provides ``__doc__``, ``add_arguments(parser)``, ``run(args)``
+    and ``format_table(result)``.
+    """
+    parser = argparse.ArgumentParser(description=module.__doc__.split("\n\n")[0])
+    if corpus:
+        add_corpus_arguments(parser)
+    module.add_arguments(parser)
+    args = parser.parse_args(argv)
+    print(format_machine(describe_machine()), flush=True)
+    print(module.format_table(module.run(args)))

@@ -31,6 +31,7 @@ from __future__ import annotations
 from bench import common  # first: pins thread counts before torch loads
 
 import argparse  # noqa: E402
+import sys  # noqa: E402
 import pathlib  # noqa: E402
 import random  # noqa: E402
 import time  # noqa: E402
@@ -198,13 +199,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    common.add_corpus_arguments(parser)
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    print(common.format_machine(common.describe_machine()))
-    result = run(args)
-    print(format_table(result))
+    common.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

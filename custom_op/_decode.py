@@ -74,6 +74,19 @@ def _as_int(function: str, name: str, value: int, minimum: int) -> int:
     return number
 
 
+def _as_window(function: str, crop_y: int, crop_x: int, crop_height: int,
+               crop_width: int) -> tuple[int, int, int, int]:
+    return (_as_int(function, "crop_y", crop_y, 0), _as_int(function, "crop_x", crop_x, 0),
+            _as_int(function, "crop_height", crop_height, 1),
+            _as_int(function, "crop_width", crop_width, 1))
+
+
+def _check_flags(function: str, **flags: bool) -> None:
+    for flag, value in flags.items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{function}(): {flag} must be a bool, got {type(value).__name__}")
+
+
 def _as_limit(function: str, name: str, value: int) -> int:
     if isinstance(value, bool):
         raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
@@ -178,13 +191,9 @@ def decode_and_crop_jpeg(
     """
     name = "decode_and_crop_jpeg"
     encoded = _as_encoded(data, name)
-    y = _as_int(name, "crop_y", crop_y, 0)
-    x = _as_int(name, "crop_x", crop_x, 0)
-    height = _as_int(name, "crop_height", crop_height, 1)
-    width = _as_int(name, "crop_width", crop_width, 1)
+    y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
-    if not isinstance(strict, bool):
-        raise TypeError(f"{name}(): strict must be a bool, got {type(strict).__name__}")
+    _check_flags(name, strict=strict)
     return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
                                    _as_limit(name, "max_pixels", max_pixels),
                                    _as_limit(name, "max_scans", max_scans))
@@ -277,15 +286,10 @@ def decode_and_resized_crop_jpeg(
     """
     name = "decode_and_resized_crop_jpeg"
     encoded = _as_encoded(data, name)
-    y = _as_int(name, "crop_y", crop_y, 0)
-    x = _as_int(name, "crop_x", crop_x, 0)
-    height = _as_int(name, "crop_height", crop_height, 1)
-    width = _as_int(name, "crop_width", crop_width, 1)
+    y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_size = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
-    for flag, value in (("strict", strict), ("antialias", antialias)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name}(): {flag} must be a bool, got {type(value).__name__}")
+    _check_flags(name, strict=strict, antialias=antialias)
     return _C.decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
         antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
@@ -360,9 +364,7 @@ def decode_and_crop_jpeg_batch(
     encoded = [_as_encoded(data, name) for data in datas]
     flat = _as_boxes(name, boxes, len(encoded))
     mode_code = _normalize_mode(name, mode)
-    for flag, value in (("strict", strict), ("antialias", antialias)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name}(): {flag} must be a bool, got {type(value).__name__}")
+    _check_flags(name, strict=strict, antialias=antialias)
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
