@@ -27,18 +27,24 @@ def _colour(name: str) -> str:
     return _PEER
 
 
-def _draw_operator(axes, operator: dict[str, Any]) -> None:
-    rows = [row for row in operator["methods"] if row["available"]]
-    missing = [row["method"] for row in operator["methods"] if not row["available"]]
-    names = [row["method"] for row in rows]
-    medians = [row["median_ms"] for row in rows]
-    below = [row["median_ms"] - row["p10_ms"] for row in rows]
-    above = [row["p90_ms"] - row["median_ms"] for row in rows]
-    positions = range(len(rows))
+def _bars(axes, names: list[str], medians: list[float], lows: list[float],
+          highs: list[float]) -> range:
+    """Horizontal bars of the medians with low-high whiskers, first name on top."""
+    positions = range(len(names))
+    below = [median - low for median, low in zip(medians, lows)]
+    above = [high - median for median, high in zip(medians, highs)]
     axes.barh(positions, medians, xerr=[below, above], color=[_colour(name) for name in names],
               capsize=3, error_kw={"elinewidth": 1})
     axes.set_yticks(list(positions), names)
     axes.invert_yaxis()
+    return positions
+
+
+def _draw_operator(axes, operator: dict[str, Any]) -> None:
+    rows = [row for row in operator["methods"] if row["available"]]
+    missing = [row["method"] for row in operator["methods"] if not row["available"]]
+    positions = _bars(axes, [row["method"] for row in rows], [row["median_ms"] for row in rows],
+                      [row["p10_ms"] for row in rows], [row["p90_ms"] for row in rows])
     for position, row in zip(positions, rows):
         ratio = row.get("speedup_vs_torchvision")
         label = f"{row['median_ms']:.2f} ms" + (f"  ({ratio:.2f}x vs tv)" if ratio else "")
@@ -54,15 +60,10 @@ def _draw_operator(axes, operator: dict[str, Any]) -> None:
 
 def _draw_pipeline(axes, pipeline: dict[str, Any]) -> None:
     rows = pipeline["configs"]
-    names = [row["config"] for row in rows]
-    medians = [row["median_images_per_s"] for row in rows]
-    below = [row["median_images_per_s"] - row["min_images_per_s"] for row in rows]
-    above = [row["max_images_per_s"] - row["median_images_per_s"] for row in rows]
-    positions = range(len(rows))
-    axes.barh(positions, medians, xerr=[below, above], color=[_colour(name) for name in names],
-              capsize=3, error_kw={"elinewidth": 1})
-    axes.set_yticks(list(positions), names)
-    axes.invert_yaxis()
+    positions = _bars(axes, [row["config"] for row in rows],
+                      [row["median_images_per_s"] for row in rows],
+                      [row["min_images_per_s"] for row in rows],
+                      [row["max_images_per_s"] for row in rows])
     for position, row in zip(positions, rows):
         label = f"{row['median_images_per_s']:.0f}/s  ({row['speedup_vs_pil']:.2f}x vs PIL)"
         axes.text(row["max_images_per_s"], position, "  " + label, va="center", fontsize=8)
