@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -213,7 +213,7 @@ def libjpeg_version() -> str:
 SCALE_NUMERATORS = (1, 2, 4, 8)
 
 
-def _as_size(function: str, size) -> tuple[int, int]:
+def _as_size(function: str, size: Union[int, Tuple[int, int]]) -> tuple[int, int]:
     if isinstance(size, int) and not isinstance(size, bool):
         pair = (size, size)
     elif isinstance(size, (tuple, list)) and len(size) == 2:
@@ -242,7 +242,7 @@ def decode_and_resized_crop_jpeg(
     crop_x: int,
     crop_height: int,
     crop_width: int,
-    size,
+    size: Union[int, Tuple[int, int]],
     *,
     mode: str = "rgb",
     antialias: bool = True,
@@ -256,15 +256,17 @@ def decode_and_resized_crop_jpeg(
     inverse DCT work. This picks the smallest of the scales 1/8, 1/4, 1/2, 1
     at which the window is still at least ``size`` on both sides, decodes only
     the window at that scale (rows above it entropy-decoded and skipped, rows
-    below never read), and resizes it with the triangle ("bilinear") filter,
-    widened when shrinking (``antialias=True``), as Pillow's and torchvision's
-    antialiased bilinear resize do. The source box is the requested window
-    exactly, also when its edges fall between the pixels of the scaled image.
+    below never read), and resizes it with bilinear interpolation, antialiased
+    when shrinking (``antialias=True``), as torchvision's resize does.
 
-    The result is close to, not bit-equal to,
+    At scale 1 (windows less than twice ``size``) the exact crop is resized by
+    the same ATen kernel torchvision uses, so the result equals
     ``torchvision.transforms.v2.functional.resized_crop(full_decode, crop_y,
-    crop_x, crop_height, crop_width, size, antialias=True)``; README.md gives
-    the measured PSNR.
+    crop_x, crop_height, crop_width, size, antialias=antialias)`` bit for
+    bit. At reduced scales custom_op's own triangle-filter resampler maps the
+    requested window exactly (its edges fall between the scaled pixels), and
+    the result is close to that reference, not equal: README.md gives the
+    measured PSNR.
 
     Args:
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
@@ -319,17 +321,17 @@ def _as_boxes(function: str, boxes, count: int) -> list[int]:
 
 
 def decode_and_crop_jpeg_batch(
-    datas,
-    boxes,
+    datas: Sequence[EncodedJpeg],
+    boxes: Union[Sequence[Sequence[int]], torch.Tensor],
     *,
-    size=None,
+    size: Optional[Union[int, Tuple[int, int]]] = None,
     mode: str = "rgb",
     antialias: bool = True,
     strict: bool = True,
-    num_threads: int | None = None,
+    num_threads: Optional[int] = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
-):
+) -> Union[List[torch.Tensor], torch.Tensor]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
     Each result equals the one-at-a-time call: :func:`decode_and_crop_jpeg`

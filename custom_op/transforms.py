@@ -243,9 +243,11 @@ class RandomResizedCropJPEG(torch.nn.Module):
     window fits; else a central window clamped to ``ratio``. The same
     generator state gives the same window and leaves the generator in the same
     state. :func:`custom_op.decode_and_resized_crop_jpeg` then decodes the
-    window at the smallest libjpeg DCT scale (1/8 to 1) that keeps it at least
-    ``size``, and resizes it with (antialiased) bilinear interpolation: close
-    to, not bit for bit equal to, torchvision's resize of a full decode.
+    window at the smallest libjpeg DCT scale (1/8, 1/4, 1/2 or 1) that keeps
+    it at least ``size``, and resizes it with (antialiased) bilinear
+    interpolation: bit for bit torchvision's resized_crop of a full decode
+    when no scaling applies (the window is less than twice ``size``), close
+    to it otherwise.
 
     Input, either:
         - encoded JPEG bytes: a 1-D uint8 tensor, bytes, bytearray, memoryview
