@@ -258,14 +258,8 @@ def install_jpeg_headers(ranks: Ranks) -> None:
         ranks.log("apt-get could not install libjpeg-turbo's headers")
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    check_arguments(parser, args)
-    # Before anything else starts (torch, the build, the process group).
-    classes, samples = find_samples(args.train)
-    ranks = Ranks()
-
+def _log_start(args: argparse.Namespace, ranks: Ranks, classes: list[str],
+               samples: list[tuple[str, int]]) -> None:
     ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
                    f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
                    f"crop_size={args.crop_size} seed={args.seed}")
@@ -276,24 +270,27 @@ def main(argv: list[str] | None = None) -> None:
     ranks.log_main(f"data: {len(samples)} JPEG files in {len(classes)} classes in "
                    f"{Path(args.train).resolve()}")
 
-    if args.install_jpeg_headers:
-        install_jpeg_headers(ranks)
 
-    # Every rank imports at the same moment: one builds, the others wait for it.
+def import_custom_op(ranks: Ranks):
+    """Imports custom_op, which builds it on a cold machine: every rank at the same moment."""
     _add_custom_op_to_path()
     started = time.monotonic()
     import custom_op
-    import_seconds = time.monotonic() - started
-    ranks.log(f"custom_op ready after {import_seconds:.1f} s (libjpeg-turbo "
+    seconds = time.monotonic() - started
+    ranks.log(f"custom_op ready after {seconds:.1f} s (libjpeg-turbo "
               f"{custom_op.libjpeg_version()}, from {Path(custom_op.__file__).parent})")
+    return custom_op, seconds
 
+
+def setup_device(ranks: Ranks):
+    """One GPU per rank, or none at all, and the process group when distributed.
+
+    The same choice on every rank, so the backend matches (more ranks than
+    GPUs falls back to the CPU and gloo). Returns (device, cuda).
+    """
     import torch
     import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel
-    from torch.utils.data import DataLoader, DistributedSampler
 
-    # One GPU per rank, or none at all: the same choice on every rank, so the
-    # backend matches (more ranks than GPUs falls back to the CPU and gloo).
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cuda = torch.cuda.is_available() and torch.cuda.device_count() >= local_world_size
     if torch.cuda.is_available() and not cuda:
@@ -310,7 +307,10 @@ def main(argv: list[str] | None = None) -> None:
         ranks.log_main(f"DistributedDataParallel: backend {backend}, {ranks.world_size} ranks")
     else:
         ranks.log_main(f"one process on {device} (not started by torchrun with WORLD_SIZE > 1)")
+    return device, cuda
 
+
+def check_crop_size(custom_op, args: argparse.Namespace, samples: list[tuple[str, int]]) -> None:
     try:
         height, width, _ = custom_op.jpeg_size(Path(samples[0][0]).read_bytes())
     except custom_op.JpegDecodeError as error:
@@ -318,6 +318,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.crop_size > min(height, width):
         raise SystemExit(f"train.py: --crop-size {args.crop_size} is larger than the images "
                          f"({samples[0][0]} is {height} x {width}); choose a smaller crop")
+
+
+def make_loader(args: argparse.Namespace, ranks: Ranks, samples: list[tuple[str, int]], cuda: bool):
+    """Returns (dataset, sampler, loader); each rank gets a disjoint, equal share."""
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler
 
     torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
     dataset = JpegFolder(samples, args.crop_size)
@@ -327,63 +333,79 @@ def main(argv: list[str] | None = None) -> None:
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                         num_workers=args.num_workers, pin_memory=cuda,
                         persistent_workers=args.num_workers > 0 and args.epochs > 1)
+    return dataset, sampler, loader
 
-    torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts)
-    model = build_model(len(classes)).to(device)
-    trained = DistributedDataParallel(model, device_ids=[ranks.local_rank] if cuda else None) \
-        if ranks.distributed else model
-    optimizer = torch.optim.SGD(trained.parameters(), lr=args.lr, momentum=0.9)
-    criterion = torch.nn.CrossEntropyLoss()
 
-    ranks.log_main(f"{len(sampler)} samples per rank and epoch, batch size {args.batch_size} per "
-                   f"rank, {len(loader)} steps per epoch"
-                   + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
+class Trainer:
+    """The model, its optimiser, and one epoch at a time."""
 
-    epochs_seen: list[dict] = []
-    metrics: list[dict] = []
-    global_step = 0
-    for epoch in range(args.epochs):
-        sampler.set_epoch(epoch)
-        trained.train()
+    def __init__(self, args: argparse.Namespace, ranks: Ranks, num_classes: int, device, cuda: bool):
+        import torch
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.args, self.ranks, self.device, self.cuda = args, ranks, device, cuda
+        torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts)
+        self.model = build_model(num_classes).to(device)
+        self.trained = DistributedDataParallel(self.model, device_ids=[ranks.local_rank] if cuda else None) \
+            if ranks.distributed else self.model
+        self.optimizer = torch.optim.SGD(self.trained.parameters(), lr=args.lr, momentum=0.9)
+        self.criterion = torch.nn.CrossEntropyLoss()
+        self.global_step = 0
+
+    def reached_max_steps(self) -> bool:
+        return bool(self.args.max_steps) and self.global_step >= self.args.max_steps
+
+    def run_epoch(self, epoch: int, loader, steps_per_epoch: int) -> tuple[dict, list[int]]:
+        """Trains one epoch; returns its metrics over all ranks and this rank's sample indices."""
+        import torch
+
+        args, ranks = self.args, self.ranks
+        self.trained.train()
         seen: list[int] = []
         steps = images = 0
         data_wait = 0.0
-        loss_sum = torch.zeros((), device=device)
+        loss_sum = torch.zeros((), device=self.device)
         epoch_start = fetch_start = time.perf_counter()
         for batch, targets, indices in loader:
             data_wait += time.perf_counter() - fetch_start
-            batch = batch.to(device, non_blocking=True)
-            targets = targets.to(device, non_blocking=True)
-            loss = criterion(trained(batch), targets)
-            optimizer.zero_grad(set_to_none=True)
+            loss = self.criterion(self.trained(batch.to(self.device, non_blocking=True)),
+                                  targets.to(self.device, non_blocking=True))
+            self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            optimizer.step()
+            self.optimizer.step()
             loss_sum += loss.detach()
             steps += 1
-            global_step += 1
+            self.global_step += 1
             images += len(indices)
             seen.extend(int(i) for i in indices)
-            if ranks.is_main and args.log_interval and global_step % args.log_interval == 0:
-                ranks.log(f"epoch {epoch + 1} step {steps}/{len(loader)} "
-                          f"(global {global_step}): loss {loss.item():.4f}")
+            if ranks.is_main and args.log_interval and self.global_step % args.log_interval == 0:
+                ranks.log(f"epoch {epoch + 1} step {steps}/{steps_per_epoch} "
+                          f"(global {self.global_step}): loss {loss.item():.4f}")
             fetch_start = time.perf_counter()
-            if args.max_steps and global_step >= args.max_steps:
+            if self.reached_max_steps():
                 break
-        if cuda:
+        if self.cuda:
             torch.cuda.synchronize()
-        elapsed = time.perf_counter() - epoch_start
-        epochs_seen.append({"epoch": epoch, "indices": seen})
+        return self._epoch_record(epoch, time.perf_counter() - epoch_start, images, steps,
+                                  data_wait, float(loss_sum)), seen
 
-        totals = torch.tensor([images, steps, data_wait, float(loss_sum)], dtype=torch.float64,
-                              device=device)
-        longest = torch.tensor([elapsed], dtype=torch.float64, device=device)
+    def _epoch_record(self, epoch: int, elapsed: float, images: int, steps: int, data_wait: float,
+                      loss_sum: float) -> dict:
+        """Sums over ranks (the slowest rank's time) into the epoch's metrics."""
+        import torch
+        import torch.distributed as dist
+
+        ranks = self.ranks
+        totals = torch.tensor([images, steps, data_wait, loss_sum], dtype=torch.float64,
+                              device=self.device)
+        longest = torch.tensor([elapsed], dtype=torch.float64, device=self.device)
         if ranks.distributed:
             dist.all_reduce(totals, op=dist.ReduceOp.SUM)
             dist.all_reduce(longest, op=dist.ReduceOp.MAX)
         all_images, all_steps, all_wait, all_loss = totals.tolist()
         seconds = longest.item()
         rank_steps = all_steps / ranks.world_size
-        record = {
+        return {
             "epoch": epoch + 1,
             "steps": int(rank_steps),
             "images": int(all_images),
@@ -393,13 +415,67 @@ def main(argv: list[str] | None = None) -> None:
             "data_wait_seconds": round(all_wait / all_steps, 4) if all_steps else None,
             "loss": round(all_loss / all_steps, 4) if all_steps else None,
         }
+
+
+def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, classes: list[str],
+                 metrics: list[dict], import_seconds: float) -> None:
+    """Rank 0 saves the model and the metrics (with every rank's custom_op import time)."""
+    import torch
+    import torch.distributed as dist
+
+    import_times = [import_seconds]
+    if ranks.distributed:
+        import_times = [0.0] * ranks.world_size
+        dist.all_gather_object(import_times, import_seconds)
+    if not ranks.is_main:
+        return
+    model_dir = Path(args.model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": trainer.model.state_dict(), "classes": classes,
+                "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
+                "in sagemaker/train.py", "input": "uint8 RGB, N x 3 x H x W"},
+               model_dir / "model.pth")
+    ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
+    output_dir = Path(args.output_data_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / "metrics.json").write_text(json.dumps({
+        "world_size": ranks.world_size, "steps": trainer.global_step, "epochs": metrics,
+        "custom_op_import_seconds": [round(t, 2) for t in import_times]}, indent=2))
+    ranks.log("custom_op import time per rank: " + ", ".join(f"{t:.1f} s" for t in import_times))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_arguments(parser, args)
+    # Before anything else starts (torch, the build, the process group).
+    classes, samples = find_samples(args.train)
+    ranks = Ranks()
+    _log_start(args, ranks, classes, samples)
+    if args.install_jpeg_headers:
+        install_jpeg_headers(ranks)
+    custom_op, import_seconds = import_custom_op(ranks)
+    device, cuda = setup_device(ranks)
+    check_crop_size(custom_op, args, samples)
+    dataset, sampler, loader = make_loader(args, ranks, samples, cuda)
+    trainer = Trainer(args, ranks, len(classes), device, cuda)
+    ranks.log_main(f"{len(sampler)} samples per rank and epoch, batch size {args.batch_size} per "
+                   f"rank, {len(loader)} steps per epoch"
+                   + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
+
+    epochs_seen: list[dict] = []
+    metrics: list[dict] = []
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)
+        record, seen = trainer.run_epoch(epoch, loader, len(loader))
+        epochs_seen.append({"epoch": epoch, "indices": seen})
         metrics.append(record)
         ranks.log_main(
             f"epoch {epoch + 1}/{args.epochs}: {record['steps']} steps, {record['images']} images "
-            f"in {seconds:.2f} s: {record['images_per_second']} images/s over "
+            f"in {record['seconds']:.2f} s: {record['images_per_second']} images/s over "
             f"{ranks.world_size} rank(s), step time {record['step_time_seconds']} s "
             f"(data wait {record['data_wait_seconds']} s), loss {record['loss']}")
-        if args.max_steps and global_step >= args.max_steps:
+        if trainer.reached_max_steps():
             ranks.log_main(f"reached --max-steps {args.max_steps}")
             break
 
@@ -409,30 +485,12 @@ def main(argv: list[str] | None = None) -> None:
         (folder / f"indices-rank{ranks.rank}.json").write_text(json.dumps({
             "rank": ranks.rank, "world_size": ranks.world_size, "dataset_size": len(dataset),
             "epochs": epochs_seen}))
+    save_outputs(args, ranks, trainer, classes, metrics, import_seconds)
+    if ranks.distributed:
+        import torch.distributed as dist
 
-    import_times = [import_seconds]
-    if ranks.distributed:
-        import_times = [0.0] * ranks.world_size
-        dist.all_gather_object(import_times, import_seconds)
-    if ranks.is_main:
-        model_dir = Path(args.model_dir)
-        model_dir.mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": model.state_dict(), "classes": classes,
-                    "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
-                    "in sagemaker/train.py", "input": "uint8 RGB, N x 3 x H x W"},
-                   model_dir / "model.pth")
-        ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
-        output_dir = Path(args.output_data_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / "metrics.json").write_text(json.dumps({
-            "world_size": ranks.world_size, "steps": global_step, "epochs": metrics,
-            "custom_op_import_seconds": [round(t, 2) for t in import_times]}, indent=2))
-        ranks.log(f"custom_op import time per rank: "
-                  + ", ".join(f"{t:.1f} s" for t in import_times))
-    if ranks.distributed:
         dist.barrier()
         dist.destroy_process_group()
-
 
 if __name__ == "__main__":
     main()
