@@ -74,11 +74,13 @@ def _as_int(function: str, name: str, value: int, minimum: int) -> int:
     return number
 
 
-def _as_window(function: str, crop_y: int, crop_x: int, crop_height: int,
-               crop_width: int) -> tuple[int, int, int, int]:
-    return (_as_int(function, "crop_y", crop_y, 0), _as_int(function, "crop_x", crop_x, 0),
-            _as_int(function, "crop_height", crop_height, 1),
-            _as_int(function, "crop_width", crop_width, 1))
+def _as_window(function: str, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
+               *, prefix: str = "") -> tuple[int, int, int, int]:
+    """Checks a window's four ints; ``prefix`` qualifies their names in messages."""
+    return (_as_int(function, f"{prefix}crop_y", crop_y, 0),
+            _as_int(function, f"{prefix}crop_x", crop_x, 0),
+            _as_int(function, f"{prefix}crop_height", crop_height, 1),
+            _as_int(function, f"{prefix}crop_width", crop_width, 1))
 
 
 def _check_flags(function: str, **flags: bool) -> None:
@@ -314,9 +316,7 @@ def _as_boxes(function: str, boxes, count: int) -> list[int]:
         if len(box) != 4:
             raise ValueError(f"{function}(): box {index} must be (crop_y, crop_x, crop_height, "
                              f"crop_width), got {box!r}")
-        for name, value, minimum in zip(("crop_y", "crop_x", "crop_height", "crop_width"), box,
-                                        (0, 0, 1, 1)):
-            flat.append(_as_int(function, f"boxes[{index}].{name}", value, minimum))
+        flat.extend(_as_window(function, *box, prefix=f"boxes[{index}]."))
     return flat
 
 

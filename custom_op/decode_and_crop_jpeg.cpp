@@ -60,6 +60,22 @@ ByteSpan span_of_buffer(const py::buffer_info& info) {
   return ByteSpan{static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size)};
 }
 
+// The encoded bytes of one input, borrowed for the duration of a call: from
+// a tensor (kept referenced), or from a buffer whose view stays open while
+// this object lives.
+class BorrowedBytes {
+ public:
+  explicit BorrowedBytes(const at::Tensor& data) : tensor_(data), span_(span_of_tensor(tensor_)) {}
+  explicit BorrowedBytes(const py::buffer& data)
+      : view_(std::make_unique<py::buffer_info>(data.request())), span_(span_of_buffer(*view_)) {}
+  ByteSpan span() const { return span_; }
+
+ private:
+  at::Tensor tensor_;
+  std::unique_ptr<py::buffer_info> view_;
+  ByteSpan span_;
+};
+
 [[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
                                const std::string& context = "") {
   const std::string message = std::string(function) + "(): " + context + status.message;
@@ -103,42 +119,20 @@ py::tuple jpeg_size(ByteSpan bytes) {
   return py::make_tuple(info.height, info.width, info.channels);
 }
 
-at::Tensor decode_and_crop(ByteSpan bytes, int64_t crop_y, int64_t crop_x, int64_t crop_height,
-                           int64_t crop_width, int64_t mode, bool strict, int64_t max_pixels,
-                           int64_t max_scans, bool exact_edges) {
-  const char* name = "decode_and_crop_jpeg";
-  const custom_op::ColorMode color_mode = to_mode(mode);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, make_options(strict, max_pixels, max_scans, exact_edges));
-  custom_op::JpegInfo info;
-  custom_op::Status status = decoder.read_header(&info);
-  if (!status.ok()) {
-    raise_status(name, status);
-  }
-  const custom_op::Window window{crop_y, crop_x, crop_height, crop_width};
-  status = decoder.check_window(window);
-  if (!status.ok()) {
-    raise_status(name, status);
-  }
-  const int64_t channels = custom_op::output_channels(info, color_mode);
-  at::Tensor out = at::empty({channels, crop_height, crop_width}, at::kByte);
-  {
-    py::gil_scoped_release no_gil;
-    status = decoder.decode(window, color_mode, out.data_ptr<uint8_t>());
-  }
-  if (!status.ok()) {
-    raise_status(name, status);
-  }
-  return out;
-}
-
-// What one resized decode needs besides the bytes.
+// What a resized decode needs besides the bytes and the window.
 struct ResizeRequest {
-  custom_op::Window window;
   int64_t out_height;
   int64_t out_width;
   int scale_num;
   bool antialias;
 };
+
+void check_resize(const ResizeRequest& request) {
+  if (request.scale_num < 1 || request.scale_num > 8 || request.out_height < 1 ||
+      request.out_width < 1 || request.out_height > 65535 || request.out_width > 65535) {
+    throw py::value_error("scale_num must be 1..8 and the output size 1..65535");
+  }
+}
 
 // Without DCT scaling: the exact crop, resized by the very ATen kernel that
 // torchvision's resize(antialias=...) runs on uint8 CPU tensors, so the result
@@ -167,12 +161,12 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
   return status;
 }
 
-// Header, window check, allocation and decode of one image; never throws.
-// `out` receives the new tensor. Runs without the GIL (the batch runs it on
-// several threads at once).
+// Header, window check, allocation and decode of one image: the exact crop,
+// or with `resize` the resized one. Never throws, and needs no GIL, so the
+// single calls and the batch's threads all run it.
 custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
-                             custom_op::ColorMode mode, const ResizeRequest* resize,
-                             const custom_op::Window& window, at::Tensor* out) {
+                             custom_op::ColorMode mode, const custom_op::Window& window,
+                             const ResizeRequest* resize, at::Tensor* out) {
   try {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
     custom_op::JpegInfo info;
@@ -202,49 +196,25 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
   }
 }
 
-at::Tensor decode_and_resize(ByteSpan bytes, const ResizeRequest& request, int64_t mode, bool strict,
-                             int64_t max_pixels, int64_t max_scans) {
+// One image, with the GIL released while it decodes.
+at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::Window& window,
+                         int64_t mode, const custom_op::DecodeOptions& options,
+                         const ResizeRequest* resize) {
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true);
-  if (request.scale_num < 1 || request.scale_num > 8 || request.out_height < 1 ||
-      request.out_width < 1 || request.out_height > 65535 || request.out_width > 65535) {
-    throw py::value_error("scale_num must be 1..8 and the output size 1..65535");
+  if (resize != nullptr) {
+    check_resize(*resize);
   }
   at::Tensor out;
   custom_op::Status status;
   {
     py::gil_scoped_release no_gil;
-    status = decode_one(bytes, options, color_mode, &request, request.window, &out);
+    status = decode_one(bytes, options, color_mode, window, resize, &out);
   }
   if (!status.ok()) {
-    raise_status("decode_and_resized_crop_jpeg", status);
+    raise_status(function, status);
   }
   return out;
 }
-
-// The encoded bytes of every batch member, kept alive for the whole call.
-class BatchInputs {
- public:
-  explicit BatchInputs(const py::sequence& datas) {
-    spans_.reserve(datas.size());
-    const py::object tensor_class = py::module_::import("torch").attr("Tensor");
-    for (const py::handle item : datas) {
-      if (py::isinstance(item, tensor_class)) {
-        tensors_.push_back(py::cast<at::Tensor>(item));
-        spans_.push_back(span_of_tensor(tensors_.back()));
-      } else {
-        buffers_.push_back(std::make_unique<py::buffer_info>(py::reinterpret_borrow<py::buffer>(item).request()));
-        spans_.push_back(span_of_buffer(*buffers_.back()));
-      }
-    }
-  }
-  const std::vector<ByteSpan>& spans() const { return spans_; }
-
- private:
-  std::vector<ByteSpan> spans_;
-  std::vector<at::Tensor> tensors_;
-  std::vector<std::unique_ptr<py::buffer_info>> buffers_;
-};
 
 // Runs task(i) for i in [0, count) on `num_threads` threads (the caller's
 // included), each taking the next index when done with one.
@@ -271,41 +241,87 @@ void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
   }
 }
 
+// The bytes of every batch member, borrowed for the whole call.
+std::vector<BorrowedBytes> borrow_all(const py::sequence& datas) {
+  std::vector<BorrowedBytes> borrowed;
+  borrowed.reserve(datas.size());
+  const py::object tensor_class = py::module_::import("torch").attr("Tensor");
+  for (const py::handle item : datas) {
+    if (py::isinstance(item, tensor_class)) {
+      borrowed.emplace_back(py::cast<at::Tensor>(item));
+    } else {
+      borrowed.emplace_back(py::reinterpret_borrow<py::buffer>(item));
+    }
+  }
+  return borrowed;
+}
+
 std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vector<int64_t>& boxes,
                                      const std::vector<int64_t>& scale_nums, int64_t out_height,
                                      int64_t out_width, int64_t mode, bool antialias,
                                      bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t num_threads) {
-  const char* name = "decode_and_crop_jpeg_batch";
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
     throw py::value_error("boxes must hold 4 numbers per image (this is a bug in custom_op)");
   }
+  std::vector<ResizeRequest> requests;
+  for (size_t i = 0; resize && i < count; ++i) {
+    requests.push_back(ResizeRequest{out_height, out_width, static_cast<int>(scale_nums[i]), antialias});
+    check_resize(requests.back());
+  }
   const custom_op::ColorMode color_mode = to_mode(mode);
   const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true);
-  BatchInputs inputs(datas);
+  const std::vector<BorrowedBytes> inputs = borrow_all(datas);
   std::vector<at::Tensor> outputs(count);
   std::vector<custom_op::Status> statuses(count);
   {
     py::gil_scoped_release no_gil;
     run_in_parallel(count, num_threads, [&](size_t i) {
       const custom_op::Window window{boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]};
-      if (!resize) {
-        statuses[i] = decode_one(inputs.spans()[i], options, color_mode, nullptr, window, &outputs[i]);
-        return;
-      }
-      const ResizeRequest request{window, out_height, out_width, static_cast<int>(scale_nums[i]),
-                                  antialias};
-      statuses[i] = decode_one(inputs.spans()[i], options, color_mode, &request, window, &outputs[i]);
+      statuses[i] = decode_one(inputs[i].span(), options, color_mode, window,
+                               resize ? &requests[i] : nullptr, &outputs[i]);
     });
   }
   for (size_t i = 0; i < count; ++i) {
     if (!statuses[i].ok()) {
-      raise_status(name, statuses[i], "image " + std::to_string(i) + ": ");
+      raise_status("decode_and_crop_jpeg_batch", statuses[i], "image " + std::to_string(i) + ": ");
     }
   }
   return outputs;
+}
+
+// The entry points that take the encoded bytes, for one kind of input: a
+// tensor or any object with the buffer protocol (bytes, numpy, ...).
+template <typename Data>
+void def_single_image_functions(py::module_& m) {
+  m.def("jpeg_size", [](const Data& data) {
+    const BorrowedBytes bytes(data);
+    return jpeg_size(bytes.span());
+  });
+  // exact_edges=False exists only for the tests that show why it is the default.
+  m.def(
+      "decode_and_crop_jpeg",
+      [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
+         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
+        const BorrowedBytes bytes(data);
+        return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
+                             make_options(strict, max_pixels, max_scans, exact_edges),
+                             /*resize=*/nullptr);
+      },
+      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
+      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
+      py::arg("max_scans"), py::arg("exact_edges") = true);
+  m.def("decode_and_resized_crop_jpeg",
+        [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
+           int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
+           int64_t max_pixels, int64_t max_scans) {
+          const BorrowedBytes bytes(data);
+          const ResizeRequest request{out_height, out_width, static_cast<int>(scale_num), antialias};
+          return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
+                               make_options(strict, max_pixels, max_scans, true), &request);
+        });
 }
 
 }  // namespace
@@ -328,53 +344,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("libjpeg_version", &custom_op::libjpeg_turbo_version);
   m.attr("build_key") = CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY);
 
-  m.def("jpeg_size", [](const at::Tensor& data) { return jpeg_size(span_of_tensor(data)); });
-  m.def("jpeg_size", [](const py::buffer& data) {
-    const py::buffer_info info = data.request();
-    return jpeg_size(span_of_buffer(info));
-  });
-
-  // exact_edges=False exists only for the tests that show why it is the default.
-  m.def(
-      "decode_and_crop_jpeg",
-      [](const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
-        return decode_and_crop(span_of_tensor(data), y, x, h, w, mode, strict, max_pixels, max_scans,
-                               exact_edges);
-      },
-      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
-      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("exact_edges") = true);
-  m.def(
-      "decode_and_crop_jpeg",
-      [](const py::buffer& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
-        const py::buffer_info info = data.request();
-        return decode_and_crop(span_of_buffer(info), y, x, h, w, mode, strict, max_pixels, max_scans,
-                               exact_edges);
-      },
-      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
-      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("exact_edges") = true);
-
-  m.def(
-      "decode_and_resized_crop_jpeg",
-      [](const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
-         int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans) {
-        const ResizeRequest request{{y, x, h, w}, out_height, out_width, static_cast<int>(scale_num),
-                                    antialias};
-        return decode_and_resize(span_of_tensor(data), request, mode, strict, max_pixels, max_scans);
-      });
-  m.def(
-      "decode_and_resized_crop_jpeg",
-      [](const py::buffer& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
-         int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans) {
-        const py::buffer_info info = data.request();
-        const ResizeRequest request{{y, x, h, w}, out_height, out_width, static_cast<int>(scale_num),
-                                    antialias};
-        return decode_and_resize(span_of_buffer(info), request, mode, strict, max_pixels, max_scans);
-      });
+  // Tensors first: pybind11 tries overloads in order, and a tensor does not
+  // offer the buffer protocol.
+  def_single_image_functions<at::Tensor>(m);
+  def_single_image_functions<py::buffer>(m);
   m.def("decode_batch", &decode_batch);
 }

@@ -488,7 +488,7 @@ class ResizeSink : public RowSink {
   ResizeSink(RowLayout layout, int out_channels, const Window& decoded, double box_y, double box_x,
              double box_height, double box_width, int out_height, int out_width, bool antialias)
       : layout_(layout), pixel_bytes_(layout == RowLayout::kGray ? 1 : 4),
-        out_channels_(out_channels), decoded_(decoded), out_height_(out_height),
+        out_channels_(out_channels), out_height_(out_height),
         out_width_(out_width),
         taps_x_(resample_taps(box_x, box_width, static_cast<int>(decoded.width), out_width, antialias)),
         taps_y_(resample_taps(box_y, box_height, static_cast<int>(decoded.height), out_height, antialias)),
@@ -522,7 +522,6 @@ class ResizeSink : public RowSink {
   RowLayout layout_;
   int pixel_bytes_;
   int out_channels_;
-  Window decoded_;
   int out_height_;
   int out_width_;
   ResampleTaps taps_x_;
@@ -625,11 +624,8 @@ class JpegDecoder {
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
     detail::PlanesSink sink(layout, window.width, output_channels(info_, mode),
                             static_cast<size_t>(window.height * window.width), out);
-    const detail::RegionInputs region{info_.width, info_.max_h_samp_factor,
-                                      8 * info_.max_h_samp_factor, info_.progressive,
-                                      options_.exact_edges};
-    detail::RowPlan plan{window, detail::region_for(region, window), layout, /*scale_num=*/8,
-                         &sink};
+    detail::RowPlan plan{window, detail::region_for(region_inputs(/*scale_num=*/8), window), layout,
+                         /*scale_num=*/8, &sink};
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();
     }
@@ -650,19 +646,17 @@ class JpegDecoder {
     if (!ready.ok()) {
       return ready;
     }
-    const int64_t scaled_height = detail::scaled_dimension(info_.height, scale_num);
-    const int64_t scaled_width = detail::scaled_dimension(info_.width, scale_num);
-    const Window decoded = detail::scaled_window(window, scale_num, scaled_height, scaled_width);
+    const Window decoded = detail::scaled_window(window, scale_num,
+                                                 detail::scaled_dimension(info_.height, scale_num),
+                                                 detail::scaled_dimension(info_.width, scale_num));
     const double scale = scale_num / 8.0;
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
     detail::ResizeSink sink(layout, output_channels(info_, mode), decoded,
                             window.y * scale - decoded.y, window.x * scale - decoded.x,
                             window.height * scale, window.width * scale, out_height, out_width,
                             antialias);
-    const detail::RegionInputs region{scaled_width, info_.max_h_samp_factor,
-                                      scale_num * info_.max_h_samp_factor, info_.progressive,
-                                      options_.exact_edges};
-    detail::RowPlan plan{decoded, detail::region_for(region, decoded), layout, scale_num, &sink};
+    detail::RowPlan plan{decoded, detail::region_for(region_inputs(scale_num), decoded), layout,
+                         scale_num, &sink};
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();
     }
@@ -686,6 +680,14 @@ class JpegDecoder {
   }
 
  private:
+  // What region_for needs about the image as decoded at scale_num / 8, where
+  // an iMCU column is max_h_samp_factor blocks of scale_num pixels.
+  detail::RegionInputs region_inputs(int scale_num) const {
+    return detail::RegionInputs{detail::scaled_dimension(info_.width, scale_num),
+                                info_.max_h_samp_factor, scale_num * info_.max_h_samp_factor,
+                                info_.progressive, options_.exact_edges};
+  }
+
   // Checks the state and the window before the one decode this object allows.
   Status begin_decode(const Window& window) {
     if (!header_read_ || decoded_) {
