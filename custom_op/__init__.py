@@ -17,6 +17,7 @@ from ._decode import (  # noqa: E402
     jpeg_size,
     libjpeg_version,
 )
+from ._prepare import prepare_jpeg, seekable  # noqa: E402
 from . import transforms  # noqa: E402
 from .datasets import JpegFolder  # noqa: E402
 
@@ -26,6 +27,8 @@ __all__ = [
     "decode_and_resized_crop_jpeg",
     "jpeg_size",
     "libjpeg_version",
+    "prepare_jpeg",
+    "seekable",
     "JpegDecodeError",
     "transforms",
     "JpegFolder",

@@ -138,6 +138,7 @@ def decode_and_crop_jpeg(
     strict: bool = True,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
+    seek: bool = True,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -171,6 +172,13 @@ def decode_and_crop_jpeg(
             JpegDecodeError before anything large is allocated.
         max_scans: Progressive files with more scans than this raise
             JpegDecodeError.
+        seek: If True (the default) and the file has usable restart markers
+            (files rewritten by ``python -m custom_op.prepare``, see
+            :func:`prepare_jpeg`), only the entropy-coded segments that cover
+            the window are decoded, instead of every row above it. The pixels
+            are the same either way; damaged or inconsistent markers make it
+            fall back to the ordinary decode. False always takes the ordinary
+            decode (for comparisons).
 
     Returns:
         A contiguous ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``
@@ -195,10 +203,10 @@ def decode_and_crop_jpeg(
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict)
+    _check_flags(name, strict=strict, seek=seek)
     return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
                                    _as_limit(name, "max_pixels", max_pixels),
-                                   _as_limit(name, "max_scans", max_scans))
+                                   _as_limit(name, "max_scans", max_scans), seek)
 
 
 def libjpeg_version() -> str:
@@ -251,6 +259,7 @@ def decode_and_resized_crop_jpeg(
     strict: bool = True,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
+    seek: bool = True,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -272,7 +281,7 @@ def decode_and_resized_crop_jpeg(
 
     Args:
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-            max_scans: as for :func:`decode_and_crop_jpeg`.
+            max_scans, seek: as for :func:`decode_and_crop_jpeg`.
         size: the output's ``(height, width)``, or an int for a square.
         antialias: widen the filter when shrinking (torchvision's default for
             tensors since 0.17). False gives plain bilinear interpolation.
@@ -293,11 +302,11 @@ def decode_and_resized_crop_jpeg(
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_size = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek)
     return _C.decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
         antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
-        _as_limit(name, "max_scans", max_scans))
+        _as_limit(name, "max_scans", max_scans), seek)
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:
@@ -331,6 +340,7 @@ def decode_and_crop_jpeg_batch(
     num_threads: Optional[int] = None,
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
+    seek: bool = True,
 ) -> Union[List[torch.Tensor], torch.Tensor]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
@@ -344,7 +354,8 @@ def decode_and_crop_jpeg_batch(
             list or an N x 4 integer tensor.
         size: if given (int or ``(height, width)``), every window is resized
             to it and the result is stacked.
-        mode, antialias, strict, max_pixels, max_scans: as for the single calls.
+        mode, antialias, strict, max_pixels, max_scans, seek: as for the
+            single calls.
         num_threads: decoding threads; default ``torch.get_num_threads()``,
             which is 1 inside a DataLoader worker. At most one per image.
 
@@ -366,7 +377,7 @@ def decode_and_crop_jpeg_batch(
     encoded = [_as_encoded(data, name) for data in datas]
     flat = _as_boxes(name, boxes, len(encoded))
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek)
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
@@ -374,7 +385,7 @@ def decode_and_crop_jpeg_batch(
                                       for i in range(len(encoded))]
     results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
                               antialias, strict, _as_limit(name, "max_pixels", max_pixels),
-                              _as_limit(name, "max_scans", max_scans), threads)
+                              _as_limit(name, "max_scans", max_scans), threads, seek)
     if size is None:
         return results
     channels = sorted({result.shape[0] for result in results})

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "csrc/jpeg_decoder.h"
+#include "csrc/prepare.h"
 
 namespace py = pybind11;
 
@@ -86,7 +87,7 @@ class BorrowedBytes {
 }
 
 custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
-                                     bool exact_edges) {
+                                     bool exact_edges, bool seek) {
   if (max_pixels < 1 || max_scans < 1) {
     throw py::value_error("max_pixels and max_scans must be positive");
   }
@@ -95,6 +96,7 @@ custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t m
   options.limits.max_pixels = max_pixels;
   options.limits.max_scans = max_scans;
   options.exact_edges = exact_edges;
+  options.seek = seek;
   return options;
 }
 
@@ -117,6 +119,45 @@ py::tuple jpeg_size(ByteSpan bytes) {
     raise_status("jpeg_size", status);
   }
   return py::make_tuple(info.height, info.width, info.channels);
+}
+
+// The restart-segment grid decode_and_crop_jpeg seeks with, as
+// (interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None.
+py::object restart_geometry(ByteSpan bytes) {
+  custom_op::DecodeOptions options;
+  options.strict = false;
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
+  custom_op::JpegInfo info;
+  custom_op::Status status = decoder.read_header(&info);
+  if (!status.ok()) {
+    raise_status("restart_geometry", status);
+  }
+  custom_op::restarts::ScanGeometry g;
+  if (!decoder.restart_geometry(&g)) {
+    return py::none();
+  }
+  return py::make_tuple(g.interval, g.mcus_per_row, g.mcu_rows, g.mcu_height, g.mcu_width);
+}
+
+// The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
+// was_progressive), with the GIL released while it runs.
+py::tuple prepare_jpeg(ByteSpan bytes) {
+  std::vector<uint8_t> out;
+  custom_op::PrepareInfo info;
+  custom_op::Status status;
+  {
+    py::gil_scoped_release no_gil;
+    try {
+      status = custom_op::prepare_jpeg(bytes.data, bytes.size, custom_op::PrepareOptions{}, &out, &info);
+    } catch (const std::bad_alloc&) {
+      status = custom_op::Status{custom_op::StatusCode::kDecodeError, "out of memory"};
+    }
+  }
+  if (!status.ok()) {
+    raise_status("prepare_jpeg", status);
+  }
+  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(out.data()), out.size()),
+                        info.restart_interval, info.was_progressive);
 }
 
 // What a resized decode needs besides the bytes and the window.
@@ -260,7 +301,7 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
                                      const std::vector<int64_t>& scale_nums, int64_t out_height,
                                      int64_t out_width, int64_t mode, bool antialias,
                                      bool strict, int64_t max_pixels, int64_t max_scans,
-                                     int64_t num_threads) {
+                                     int64_t num_threads, bool seek) {
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
@@ -272,7 +313,7 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
     check_resize(requests.back());
   }
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true);
+  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true, seek);
   const std::vector<BorrowedBytes> inputs = borrow_all(datas);
   std::vector<at::Tensor> outputs(count);
   std::vector<custom_op::Status> statuses(count);
@@ -304,24 +345,36 @@ void def_single_image_functions(py::module_& m) {
   m.def(
       "decode_and_crop_jpeg",
       [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool exact_edges) {
+         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges) {
         const BorrowedBytes bytes(data);
         return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                             make_options(strict, max_pixels, max_scans, exact_edges),
+                             make_options(strict, max_pixels, max_scans, exact_edges, seek),
                              /*resize=*/nullptr);
       },
       py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
       py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("exact_edges") = true);
+      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true);
   m.def("decode_and_resized_crop_jpeg",
         [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
            int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans) {
+           int64_t max_pixels, int64_t max_scans, bool seek) {
           const BorrowedBytes bytes(data);
           const ResizeRequest request{out_height, out_width, static_cast<int>(scale_num), antialias};
           return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                               make_options(strict, max_pixels, max_scans, true), &request);
-        });
+                               make_options(strict, max_pixels, max_scans, true, seek), &request);
+        },
+        py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
+        py::arg("crop_width"), py::arg("out_height"), py::arg("out_width"), py::arg("scale_num"),
+        py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
+        py::arg("max_scans"), py::arg("seek") = true);
+  m.def("restart_geometry", [](const Data& data) {
+    const BorrowedBytes bytes(data);
+    return restart_geometry(bytes.span());
+  });
+  m.def("prepare_jpeg", [](const Data& data) {
+    const BorrowedBytes bytes(data);
+    return prepare_jpeg(bytes.span());
+  });
 }
 
 }  // namespace
@@ -348,5 +401,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // offer the buffer protocol.
   def_single_image_functions<at::Tensor>(m);
   def_single_image_functions<py::buffer>(m);
-  m.def("decode_batch", &decode_batch);
+  m.def("decode_batch", &decode_batch, py::arg("datas"), py::arg("boxes"), py::arg("scale_nums"),
+        py::arg("out_height"), py::arg("out_width"), py::arg("mode"), py::arg("antialias"),
+        py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("num_threads"),
+        py::arg("seek") = true);
 }

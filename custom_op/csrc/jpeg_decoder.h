@@ -13,11 +13,13 @@
 #include <cstdio>  // jpeglib.h needs FILE and size_t declared first.
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include <jpeglib.h>
 #include <jerror.h>
 
 #include "resample.h"
+#include "restart_seek.h"
 
 #if !defined(LIBJPEG_TURBO_VERSION_NUMBER) || LIBJPEG_TURBO_VERSION_NUMBER < 2000006
 #error "custom_op needs libjpeg-turbo 2.0.6 or newer (older crop/skip code has known crashes). Debian/Ubuntu: apt-get install libjpeg62-turbo-dev (Ubuntu: libjpeg-turbo8-dev); conda: conda install -c conda-forge libjpeg-turbo"
@@ -52,6 +54,9 @@ struct DecodeOptions {
   // Widen the decoded region so that its edge columns match a full decode
   // (see region_for). Only tests turn it off, to show the cure is needed.
   bool exact_edges = true;
+  // Decode only the restart segments that cover the window when the file
+  // allows it (see restart_seek.h). The pixels are the same either way.
+  bool seek = true;
 };
 
 // What the header says. `channels` is what ColorMode::kUnchanged yields.
@@ -621,6 +626,12 @@ class JpegDecoder {
     if (!ready.ok()) {
       return ready;
     }
+    const bool cut_done = decode_from_restarts(
+        window, window, /*scale_num=*/8,
+        [&](JpegDecoder& cut, const Window& in_cut) { return cut.decode(in_cut, mode, out); });
+    if (cut_done) {
+      return Status{};
+    }
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
     detail::PlanesSink sink(layout, window.width, output_channels(info_, mode),
                             static_cast<size_t>(window.height * window.width), out);
@@ -649,6 +660,13 @@ class JpegDecoder {
     const Window decoded = detail::scaled_window(window, scale_num,
                                                  detail::scaled_dimension(info_.height, scale_num),
                                                  detail::scaled_dimension(info_.width, scale_num));
+    const bool cut_done = decode_from_restarts(
+        window, decoded, scale_num, [&](JpegDecoder& cut, const Window& in_cut) {
+          return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out);
+        });
+    if (cut_done) {
+      return Status{};
+    }
     const double scale = scale_num / 8.0;
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
     detail::ResizeSink sink(layout, output_channels(info_, mode), decoded,
@@ -679,7 +697,80 @@ class JpegDecoder {
                       " (height x width) image"};
   }
 
+  // The restart-segment grid decode() seeks with, or false when the file
+  // offers none: it needs restart markers, one baseline Huffman scan holding
+  // every component, and an interval that divides the MCUs per row. (The
+  // markers themselves are checked only while seeking.) Call after read_header.
+  bool restart_geometry(restarts::ScanGeometry* g) const {
+    if (!header_read_ || cinfo_.progressive_mode || cinfo_.arith_code ||
+        cinfo_.restart_interval == 0 || cinfo_.comps_in_scan != cinfo_.num_components) {
+      return false;
+    }
+    int max_h = 1;
+    int max_v = 1;
+    for (int c = 0; c < cinfo_.num_components; ++c) {
+      max_h = std::max(max_h, cinfo_.comp_info[c].h_samp_factor);
+      max_v = std::max(max_v, cinfo_.comp_info[c].v_samp_factor);
+    }
+    if (cinfo_.num_components == 1 && (max_h != 1 || max_v != 1)) {
+      return false;  // A lone component's MCU is one block, whatever its factors say.
+    }
+    g->image_width = cinfo_.image_width;
+    g->image_height = cinfo_.image_height;
+    g->mcu_width = 8 * max_h;
+    g->mcu_height = 8 * max_v;
+    g->mcus_per_row = restarts::ceil_div(g->image_width, g->mcu_width);
+    g->mcu_rows = restarts::ceil_div(g->image_height, g->mcu_height);
+    g->interval = cinfo_.restart_interval;
+    if (g->mcus_per_row % g->interval != 0) {
+      return false;
+    }
+    g->segments_per_row = g->mcus_per_row / g->interval;
+    return true;
+  }
+
  private:
+  // Decodes through a cut-out of the restart segments that cover `decoded`
+  // (the window in pixels decoded at scale_num / 8): builds the cut-out JPEG,
+  // then calls decode_cut(cut_decoder, window moved into the cut-out). Returns
+  // false, having written nothing that the ordinary decode will not
+  // overwrite, whenever the file does not allow it or anything in the
+  // cut-out looks wrong: the cut-out is decoded strictly, so a damaged
+  // segment or marker sends the caller down the ordinary path.
+  template <typename DecodeCut>
+  bool decode_from_restarts(const Window& window, const Window& decoded, int scale_num,
+                            const DecodeCut& decode_cut) {
+    restarts::ScanGeometry geometry;
+    restarts::Cut cut;
+    restarts::HeaderLayout layout;
+    if (!options_.seek || !restart_geometry(&geometry) ||
+        !restarts::plan_cut(geometry, scale_num, decoded.y, decoded.x, decoded.y + decoded.height,
+                            decoded.x + decoded.width, &cut) ||
+        !restarts::parse_header_layout(data_, size_, &layout) ||
+        layout.scan_data_offset != size_ - cinfo_.src->bytes_in_buffer) {
+      return false;
+    }
+    std::vector<restarts::ByteRange> segments;
+    if (!restarts::find_cut_segments(data_, size_, layout.scan_data_offset, geometry, cut,
+                                     &segments)) {
+      return false;
+    }
+    std::vector<uint8_t> bytes;
+    restarts::write_cut_jpeg(data_, layout, geometry, cut, segments, &bytes);
+    DecodeOptions cut_options = options_;
+    cut_options.strict = true;
+    cut_options.seek = false;
+    JpegDecoder cut_decoder(bytes.data(), bytes.size(), cut_options);
+    JpegInfo cut_info;
+    if (!cut_decoder.read_header(&cut_info).ok() || cut_info.channels != info_.channels ||
+        cut_info.color_space != info_.color_space) {
+      return false;
+    }
+    const Window in_cut{window.y - cut.top(geometry), window.x - cut.left(geometry), window.height,
+                        window.width};
+    return decode_cut(cut_decoder, in_cut).ok();
+  }
+
   // What region_for needs about the image as decoded at scale_num / 8, where
   // an iMCU column is max_h_samp_factor blocks of scale_num pixels.
   detail::RegionInputs region_inputs(int scale_num) const {

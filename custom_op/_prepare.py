@@ -1,0 +1,70 @@
+"""Lossless preparation of JPEG files for seeking (one file's bytes).
+
+``python -m custom_op.prepare`` (custom_op/prepare.py) applies it to a tree.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from . import _C
+from ._decode import EncodedJpeg, _as_encoded
+
+
+class PreparedJpeg(NamedTuple):
+    """What :func:`prepare_jpeg_with_info` returns."""
+
+    #: The rewritten file.
+    data: bytes
+    #: MCUs per restart segment in ``data``.
+    restart_interval: int
+    #: The input was progressive (the output never is).
+    was_progressive: bool
+
+
+def prepare_jpeg_with_info(data: EncodedJpeg) -> PreparedJpeg:
+    """:func:`prepare_jpeg`, also saying what it did."""
+    data_out, interval, was_progressive = _C.prepare_jpeg(_as_encoded(data, "prepare_jpeg"))
+    return PreparedJpeg(data_out, interval, was_progressive)
+
+
+def prepare_jpeg(data: EncodedJpeg) -> bytes:
+    """Rewrites a JPEG losslessly so that crops of it decode in time proportional to the crop.
+
+    The DCT coefficients are copied, never re-quantised (as ``jpegtran``
+    does), so every decoded pixel of the result equals the input's. The result
+    is one baseline scan with a restart marker every few MCUs (the interval
+    divides the MCUs per row, and segments are about 64 pixels wide and a few
+    hundred bytes long) and Huffman tables optimised for the image, which
+    usually save more than the markers cost. Progressive and arithmetic-coded
+    inputs become baseline too. Metadata (Exif, ICC profile, comments) is kept.
+
+    :func:`decode_and_crop_jpeg` and the resized and batched variants then
+    decode only the segments that cover the window (see :func:`seekable`).
+
+    Args:
+        data: The encoded file (tensor, bytes, ... as for decode_and_crop_jpeg).
+
+    Returns:
+        The prepared file's bytes.
+
+    Raises:
+        JpegDecodeError: the file cannot be read, or libjpeg warns that its
+            data is damaged (writing it back would make the damage permanent),
+            or it is not an 8-bit JPEG.
+    """
+    return prepare_jpeg_with_info(data).data
+
+
+def seekable(data: EncodedJpeg) -> bool:
+    """Whether the file's header allows decode_and_crop_jpeg to seek with restart markers.
+
+    True for files written by :func:`prepare_jpeg`, and for any baseline file
+    with one scan whose restart interval divides the MCUs per row. The markers
+    themselves are checked while decoding; damaged ones make the decode fall
+    back to reading every row above the window.
+
+    Raises:
+        JpegDecodeError: the header cannot be read.
+    """
+    return _C.restart_geometry(_as_encoded(data, "seekable")) is not None

@@ -1,0 +1,281 @@
+// Lossless preparation of a JPEG for seeking: the DCT coefficients are read
+// and written back untouched (jpeg_read_coefficients and
+// jpeg_write_coefficients, as jpegtran does), so every decoded pixel stays
+// the same, while the file becomes one baseline scan with
+//   - a restart marker every `interval` MCUs, the interval dividing the MCUs
+//     per row, so that restart_seek.h can decode a window from the segments
+//     covering it;
+//   - Huffman tables optimised for this image, which usually save more bytes
+//     than the markers cost.
+// Progressive and arithmetic-coded files become baseline Huffman files the
+// same way. Metadata segments (Exif, ICC profiles, comments) are copied.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "jpeg_decoder.h"
+
+namespace custom_op {
+
+struct PrepareOptions {
+  // Aim for restart segments this many pixels wide: narrower means crops
+  // decode fewer unneeded columns, and more markers.
+  int64_t segment_width = 64;
+  // ... and at least this many bytes long on average, so that light images
+  // do not pay a marker (about 3 bytes with its padding and the reset DC
+  // prediction) per few dozen bytes of data.
+  int64_t min_segment_bytes = 384;
+  Limits limits;
+};
+
+struct PrepareInfo {
+  int restart_interval = 0;  // MCUs per segment in the output.
+  bool was_progressive = false;
+};
+
+namespace detail {
+
+// The restart interval to write: the divisor of mcus_per_row closest (by
+// ratio) to the ideal number of MCUs per segment.
+inline int64_t choose_restart_interval(int64_t mcus_per_row, int64_t mcu_width,
+                                       int64_t bytes_per_mcu, const PrepareOptions& options) {
+  const int64_t for_width = (options.segment_width + mcu_width - 1) / mcu_width;
+  const int64_t for_bytes = (options.min_segment_bytes + std::max<int64_t>(bytes_per_mcu, 1) - 1) /
+                            std::max<int64_t>(bytes_per_mcu, 1);
+  const double ideal = static_cast<double>(std::max<int64_t>({for_width, for_bytes, 1}));
+  int64_t best = 1;
+  double best_distance = 1e300;
+  for (int64_t d = 1; d <= mcus_per_row; ++d) {
+    if (mcus_per_row % d != 0) {
+      continue;
+    }
+    const double ratio = d > ideal ? d / ideal : ideal / d;
+    if (ratio < best_distance) {
+      best = d;
+      best_distance = ratio;
+    }
+  }
+  return best;
+}
+
+// A libjpeg destination that grows a malloc'ed buffer. The buffer belongs to
+// the Preparer, whose destructor frees it, so an error in mid-write leaks
+// nothing (jpeg_mem_dest would leak its buffer on a longjmp).
+struct GrowingDestination {
+  jpeg_destination_mgr pub;  // First member: libjpeg sees a jpeg_destination_mgr*.
+  unsigned char* buffer = nullptr;
+  size_t capacity = 0;
+  size_t size = 0;
+};
+
+inline void grow_destination(j_compress_ptr cinfo, size_t capacity) {
+  auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
+  auto* grown = static_cast<unsigned char*>(std::realloc(dest->buffer, capacity));
+  if (grown == nullptr) {
+    fail_with(reinterpret_cast<j_common_ptr>(cinfo), "out of memory while writing the prepared file");
+  }
+  const size_t used = dest->capacity - dest->pub.free_in_buffer;
+  dest->buffer = grown;
+  dest->capacity = capacity;
+  dest->pub.next_output_byte = grown + used;
+  dest->pub.free_in_buffer = capacity - used;
+}
+
+inline void init_destination_cb(j_compress_ptr cinfo) {
+  auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
+  dest->pub.free_in_buffer = dest->capacity;  // Nothing used yet.
+  grow_destination(cinfo, std::max<size_t>(dest->capacity, 65536));
+}
+
+inline boolean empty_output_buffer_cb(j_compress_ptr cinfo) {
+  auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
+  // libjpeg calls this when the buffer is full, without updating the counts.
+  dest->pub.free_in_buffer = 0;
+  grow_destination(cinfo, dest->capacity * 2);
+  return TRUE;
+}
+
+inline void term_destination_cb(j_compress_ptr cinfo) {
+  auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
+  dest->size = dest->capacity - dest->pub.free_in_buffer;
+}
+
+// True for a saved marker that jpeg_write_coefficients writes by itself.
+inline bool written_by_libjpeg(j_compress_ptr dst, const jpeg_saved_marker_ptr marker) {
+  const JOCTET* d = marker->data;
+  const bool jfif = marker->marker == JPEG_APP0 && marker->data_length >= 5 && d[0] == 'J' &&
+                    d[1] == 'F' && d[2] == 'I' && d[3] == 'F' && d[4] == 0;
+  const bool adobe = marker->marker == JPEG_APP0 + 14 && marker->data_length >= 5 && d[0] == 'A' &&
+                     d[1] == 'd' && d[2] == 'o' && d[3] == 'b' && d[4] == 'e';
+  return (jfif && dst->write_JFIF_header) || (adobe && dst->write_Adobe_marker);
+}
+
+}  // namespace detail
+
+// Owns a decompressor and a compressor for one lossless rewrite. Call run()
+// once; see Note [libjpeg error handling] for the setjmp discipline, which
+// the two *_guarded phases follow.
+class Preparer {
+ public:
+  Preparer(const uint8_t* data, size_t size, const PrepareOptions& options)
+      : data_(data), size_(size), options_(options) {
+    std::memset(&src_, 0, sizeof(src_));
+    std::memset(&dst_, 0, sizeof(dst_));
+    src_.err = jpeg_std_error(&src_err_.pub);
+    dst_.err = jpeg_std_error(&dst_err_.pub);
+    for (detail::ErrorManager* err : {&src_err_, &dst_err_}) {
+      err->pub.error_exit = detail::error_exit_cb;
+      err->pub.emit_message = detail::emit_message_cb;
+      err->strict = true;  // Damaged data would be written back as if it were right.
+    }
+    progress_.pub.progress_monitor = detail::progress_monitor_cb;
+    progress_.max_scans = options.limits.max_scans;
+    created_ = create_guarded();
+    if (created_) {
+      src_.progress = &progress_.pub;
+    }
+  }
+
+  ~Preparer() {
+    jpeg_destroy_compress(&dst_);
+    jpeg_destroy_decompress(&src_);
+    std::free(destination_.buffer);
+  }
+
+  Preparer(const Preparer&) = delete;
+  Preparer& operator=(const Preparer&) = delete;
+
+  // Writes the prepared file into `out`.
+  Status run(std::vector<uint8_t>* out, PrepareInfo* info) {
+    if (!created_ || !read_guarded()) {
+      return Status{StatusCode::kDecodeError, src_err_.message};
+    }
+    if (src_.data_precision != 8) {
+      return Status{StatusCode::kDecodeError, "unsupported data precision " +
+                                                  std::to_string(src_.data_precision) +
+                                                  " (only 8-bit JPEG files are prepared)"};
+    }
+    const int64_t pixels = static_cast<int64_t>(src_.image_width) * src_.image_height;
+    if (pixels > options_.limits.max_pixels) {
+      return Status{StatusCode::kDecodeError,
+                    "the image has " + std::to_string(pixels) + " pixels, more than max_pixels=" +
+                        std::to_string(options_.limits.max_pixels)};
+    }
+    info->was_progressive = src_.progressive_mode != 0;
+    if (!read_coefficients_guarded()) {
+      return Status{StatusCode::kDecodeError, src_err_.message};
+    }
+    if (!write_guarded(info)) {
+      return Status{StatusCode::kDecodeError,
+                    dst_err_.message[0] != 0 ? dst_err_.message : src_err_.message};
+    }
+    out->assign(destination_.buffer, destination_.buffer + destination_.size);
+    return Status{};
+  }
+
+ private:
+  // Creating either struct can fail (out of memory, a library/header
+  // version mismatch), so both jump points are armed.
+  bool create_guarded() {
+    if (setjmp(src_err_.jump)) {
+      return false;
+    }
+    if (setjmp(dst_err_.jump)) {
+      return false;
+    }
+    jpeg_create_decompress(&src_);
+    jpeg_create_compress(&dst_);
+    return true;
+  }
+
+  bool read_guarded() {
+    if (setjmp(src_err_.jump)) {
+      return false;
+    }
+    jpeg_mem_src(&src_, data_, static_cast<unsigned long>(size_));
+    jpeg_save_markers(&src_, JPEG_COM, 0xFFFF);
+    for (int m = 0; m < 16; ++m) {
+      jpeg_save_markers(&src_, JPEG_APP0 + m, 0xFFFF);
+    }
+    jpeg_read_header(&src_, TRUE);
+    return true;
+  }
+
+  bool read_coefficients_guarded() {
+    if (setjmp(src_err_.jump)) {
+      return false;
+    }
+    coefficients_ = jpeg_read_coefficients(&src_);
+    return true;
+  }
+
+  // Reads of the source during the write (its virtual arrays) report through
+  // the source's manager, so both jump points are armed.
+  bool write_guarded(PrepareInfo* info) {
+    if (setjmp(dst_err_.jump)) {
+      return false;
+    }
+    if (setjmp(src_err_.jump)) {
+      return false;
+    }
+    jpeg_copy_critical_parameters(&src_, &dst_);
+    dst_.optimize_coding = TRUE;
+    dst_.restart_interval = static_cast<unsigned int>(restart_interval());
+    info->restart_interval = static_cast<int>(dst_.restart_interval);
+    destination_.pub.init_destination = detail::init_destination_cb;
+    destination_.pub.empty_output_buffer = detail::empty_output_buffer_cb;
+    destination_.pub.term_destination = detail::term_destination_cb;
+    destination_.capacity = size_ + 4096;
+    dst_.dest = &destination_.pub;
+    jpeg_write_coefficients(&dst_, coefficients_);
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next) {
+      if (!detail::written_by_libjpeg(&dst_, m)) {
+        jpeg_write_marker(&dst_, m->marker, m->data, m->data_length);
+      }
+    }
+    jpeg_finish_compress(&dst_);
+    jpeg_finish_decompress(&src_);
+    return true;
+  }
+
+  // The output is one interleaved scan (one block per MCU for a lone
+  // component), so its MCU grid follows from the sampling factors.
+  int64_t restart_interval() const {
+    int max_h = 1;
+    int max_v = 1;
+    for (int c = 0; c < dst_.num_components; ++c) {
+      max_h = std::max(max_h, dst_.comp_info[c].h_samp_factor);
+      max_v = std::max(max_v, dst_.comp_info[c].v_samp_factor);
+    }
+    const bool lone = dst_.num_components == 1;
+    const int64_t mcu_width = lone ? 8 : 8 * max_h;
+    const int64_t mcu_height = lone ? 8 : 8 * max_v;
+    const int64_t mcus_per_row = (dst_.image_width + mcu_width - 1) / mcu_width;
+    const int64_t mcu_rows = (dst_.image_height + mcu_height - 1) / mcu_height;
+    const int64_t bytes_per_mcu = static_cast<int64_t>(size_) / std::max<int64_t>(mcus_per_row * mcu_rows, 1);
+    return detail::choose_restart_interval(mcus_per_row, mcu_width, bytes_per_mcu, options_);
+  }
+
+  const uint8_t* data_;
+  size_t size_;
+  PrepareOptions options_;
+  jpeg_decompress_struct src_;
+  jpeg_compress_struct dst_;
+  detail::ErrorManager src_err_;
+  detail::ErrorManager dst_err_;
+  detail::ProgressMonitor progress_;
+  detail::GrowingDestination destination_;
+  jvirt_barray_ptr* coefficients_ = nullptr;
+  bool created_ = false;
+};
+
+// Rewrites one JPEG losslessly for seeking; see the top of this file.
+inline Status prepare_jpeg(const uint8_t* data, size_t size, const PrepareOptions& options,
+                           std::vector<uint8_t>* out, PrepareInfo* info) {
+  Preparer preparer(data, size, options);
+  return preparer.run(out, info);
+}
+
+}  // namespace custom_op

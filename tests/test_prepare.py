@@ -1,0 +1,124 @@
+"""custom_op.prepare_jpeg and seekable: the lossless rewrite of one file.
+
+prepare_jpeg copies the DCT coefficients, so every pixel of the result must
+equal the input's, in every mode, for every file of the corpus: every
+sampling, gray, CMYK, YCCK, RGB, progressive and arithmetic-coded inputs, and
+sizes that are not multiples of the MCU. The result must be one baseline scan
+whose restart interval divides the MCUs per row (seekable), and keep the
+metadata segments.
+"""
+
+from __future__ import annotations
+
+import io
+import statistics
+from typing import TYPE_CHECKING
+
+import pytest
+import torch
+from PIL import Image
+
+import custom_op
+from custom_op import _C
+from custom_op._prepare import prepare_jpeg_with_info
+from custom_op.synthetic import make_photo
+from jpegenc import encode
+
+if TYPE_CHECKING:
+    from conftest import JpegCase
+
+MODES = ("rgb", "gray", "unchanged")
+
+
+def full_decode(data: bytes, mode: str) -> torch.Tensor:
+    height, width, _ = custom_op.jpeg_size(data)
+    return custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, mode=mode, seek=False)
+
+
+def frame_marker(data: bytes) -> int:
+    """The SOFn marker byte of a file (0xC0 baseline, 0xC2 progressive, ...)."""
+    pos = 2
+    while pos + 4 <= len(data):
+        marker = data[pos + 1]
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return marker
+        pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+    raise AssertionError("no frame header")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_prepared_file_decodes_to_the_same_pixels(corpus_case: JpegCase, mode: str) -> None:
+    prepared = custom_op.prepare_jpeg(corpus_case.data)
+    assert torch.equal(full_decode(prepared, mode), full_decode(corpus_case.data, mode))
+
+
+def test_prepared_file_is_one_seekable_baseline_scan(corpus_case: JpegCase) -> None:
+    result = prepare_jpeg_with_info(corpus_case.data)
+    assert frame_marker(result.data) in (0xC0, 0xC1), "the output is not sequential Huffman"
+    assert result.was_progressive == (frame_marker(corpus_case.data) in (0xC2, 0xC6, 0xCA))
+    geometry = _C.restart_geometry(result.data)
+    assert geometry is not None, "prepare_jpeg wrote a file decode cannot seek in"
+    interval, mcus_per_row, _, _, _ = geometry
+    assert interval == result.restart_interval
+    assert mcus_per_row % interval == 0
+    assert custom_op.seekable(result.data)
+
+
+def test_preparing_twice_changes_nothing_more(corpus_by_id) -> None:
+    once = custom_op.prepare_jpeg(corpus_by_id["420-prog-q85-120x200-noise"].data)
+    assert custom_op.prepare_jpeg(once) == once
+
+
+def test_photos_do_not_grow() -> None:
+    """The issue's target: prepared photos no larger than their inputs (median)."""
+    ratios = []
+    for seed in range(6):
+        buffer = io.BytesIO()
+        Image.fromarray(make_photo(375, 500, seed)).save(buffer, format="JPEG", quality=90)
+        data = buffer.getvalue()
+        ratios.append(len(custom_op.prepare_jpeg(data)) / len(data))
+    assert statistics.median(ratios) <= 1.0, f"size ratios {ratios}"
+
+
+def test_metadata_segments_are_kept() -> None:
+    buffer = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees.
+    icc = b"\0" * 128 + b"an ICC profile stand-in"
+    Image.fromarray(make_photo(64, 80, 1)).save(buffer, format="JPEG", exif=exif, icc_profile=icc,
+                                                comment=b"hello")
+    prepared = Image.open(io.BytesIO(custom_op.prepare_jpeg(buffer.getvalue())))
+    assert prepared.getexif()[0x0112] == 6
+    assert prepared.info.get("icc_profile") == icc
+    assert prepared.info.get("comment") == b"hello"
+
+
+def test_non_seekable_files_are_reported_so() -> None:
+    pixels = make_photo(48, 64, 3)
+    assert not custom_op.seekable(encode(pixels, sampling="4:2:0"))  # no markers
+    assert not custom_op.seekable(encode(pixels, sampling="4:2:0", progressive=True,
+                                         restart_rows=1))
+    # 64 px / 16 = 4 MCUs per row: an interval of 3 does not divide it.
+    assert not custom_op.seekable(encode(pixels, sampling="4:2:0", restart_interval=3))
+    assert custom_op.seekable(encode(pixels, sampling="4:2:0", restart_interval=2))
+    assert custom_op.seekable(encode(pixels, sampling="4:2:0", restart_rows=1))
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"", "Empty input file"),
+    (b"\x89PNG\r\n\x1a\n" + b"\0" * 64, "Not a JPEG"),
+])
+def test_unreadable_input_raises_decode_error(data: bytes, message: str) -> None:
+    with pytest.raises(custom_op.JpegDecodeError, match=message):
+        custom_op.prepare_jpeg(data)
+
+
+def test_damaged_input_is_refused_not_baked_in(corpus_by_id) -> None:
+    data = corpus_by_id["420-base-q90-120x200"].data
+    with pytest.raises(custom_op.JpegDecodeError, match="prepare_jpeg"):
+        custom_op.prepare_jpeg(data[: len(data) // 2])
+
+
+def test_wrong_input_type_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="data"):
+        custom_op.prepare_jpeg("not bytes")
