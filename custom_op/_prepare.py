@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from . import _C
-from ._decode import EncodedJpeg, _as_encoded
+from ._decode import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EncodedJpeg, _as_encoded, _as_int,
+                      _as_limit)
 
 
 class PreparedJpeg(NamedTuple):
@@ -22,13 +23,24 @@ class PreparedJpeg(NamedTuple):
     was_progressive: bool
 
 
-def prepare_jpeg_with_info(data: EncodedJpeg) -> PreparedJpeg:
+#: prepare_jpeg's default width of a restart segment, in pixels.
+DEFAULT_SEGMENT_WIDTH = 64
+
+
+def prepare_jpeg_with_info(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+                           max_scans: int = DEFAULT_MAX_SCANS,
+                           segment_width: int = DEFAULT_SEGMENT_WIDTH) -> PreparedJpeg:
     """:func:`prepare_jpeg`, also saying what it did."""
-    data_out, interval, was_progressive = _C.prepare_jpeg(_as_encoded(data, "prepare_jpeg"))
+    name = "prepare_jpeg"
+    data_out, interval, was_progressive = _C.prepare_jpeg(
+        _as_encoded(data, name), _as_limit(name, "max_pixels", max_pixels),
+        _as_limit(name, "max_scans", max_scans), _as_int(name, "segment_width", segment_width, 1))
     return PreparedJpeg(data_out, interval, was_progressive)
 
 
-def prepare_jpeg(data: EncodedJpeg) -> bytes:
+def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+                 max_scans: int = DEFAULT_MAX_SCANS,
+                 segment_width: int = DEFAULT_SEGMENT_WIDTH) -> bytes:
     """Rewrites a JPEG losslessly so that crops of it decode in time proportional to the crop.
 
     The DCT coefficients are copied, never re-quantised (as ``jpegtran``
@@ -44,6 +56,14 @@ def prepare_jpeg(data: EncodedJpeg) -> bytes:
 
     Args:
         data: The encoded file (tensor, bytes, ... as for decode_and_crop_jpeg).
+        max_pixels, max_scans: as for :func:`decode_and_crop_jpeg`: larger
+            images and progressive files with more scans are refused.
+        segment_width: the width in pixels to aim for between two restart
+            markers (the interval must divide the MCUs per row, so the result
+            is the nearest such width; light images get longer segments, so
+            that each holds a few hundred bytes). Narrower segments make a
+            crop decode fewer columns it does not need, at a few bytes per
+            marker.
 
     Returns:
         The prepared file's bytes.
@@ -51,9 +71,13 @@ def prepare_jpeg(data: EncodedJpeg) -> bytes:
     Raises:
         JpegDecodeError: the file cannot be read, or libjpeg warns that its
             data is damaged (writing it back would make the damage permanent),
-            or it is not an 8-bit JPEG.
+            or it is not an 8-bit JPEG, or it exceeds a limit, or it is a
+            progressive file whose scans stop before every coefficient is
+            complete (libjpeg smooths such blocks when decoding; a baseline
+            copy would not, so its pixels would differ).
     """
-    return prepare_jpeg_with_info(data).data
+    return prepare_jpeg_with_info(data, max_pixels=max_pixels, max_scans=max_scans,
+                                  segment_width=segment_width).data
 
 
 def seekable(data: EncodedJpeg) -> bool:

@@ -141,14 +141,20 @@ py::object restart_geometry(ByteSpan bytes) {
 
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
 // was_progressive), with the GIL released while it runs.
-py::tuple prepare_jpeg(ByteSpan bytes) {
+py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width) {
+  if (segment_width < 1) {
+    throw py::value_error("segment_width must be positive, got " + std::to_string(segment_width));
+  }
+  custom_op::PrepareOptions options;
+  options.limits = make_options(true, max_pixels, max_scans, true, true).limits;
+  options.segment_width = segment_width;
   std::vector<uint8_t> out;
   custom_op::PrepareInfo info;
   custom_op::Status status;
   {
     py::gil_scoped_release no_gil;
     try {
-      status = custom_op::prepare_jpeg(bytes.data, bytes.size, custom_op::PrepareOptions{}, &out, &info);
+      status = custom_op::prepare_jpeg(bytes.data, bytes.size, options, &out, &info);
     } catch (const std::bad_alloc&) {
       status = custom_op::Status{custom_op::StatusCode::kDecodeError, "out of memory"};
     }
@@ -371,9 +377,10 @@ void def_single_image_functions(py::module_& m) {
     const BorrowedBytes bytes(data);
     return restart_geometry(bytes.span());
   });
-  m.def("prepare_jpeg", [](const Data& data) {
+  m.def("prepare_jpeg", [](const Data& data, int64_t max_pixels, int64_t max_scans,
+                           int64_t segment_width) {
     const BorrowedBytes bytes(data);
-    return prepare_jpeg(bytes.span());
+    return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width);
   });
 }
 

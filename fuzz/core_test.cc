@@ -4,14 +4,19 @@
 // Usage: core_test PATH...   (folders, whose files are all read, or files)
 //
 // Every file, and a few altered copies of it (truncated, one bit flipped, a
-// progressive file ended after half its scans), is decoded in every mode, strict and not, whole and through a dozen windows.
+// progressive file ended after half its scans), is decoded in every mode,
+// strict and not, whole and through a dozen windows. So is its prepared copy
+// (csrc/prepare.h), through which the windows take the restart-marker seek
+// path, and copies of that with damaged markers.
 // The invariants:
 //   - a failure is a Status (kDecodeError with libjpeg's text), never a crash,
 //     and a bad window or a second decode() is kInvalidArgument;
 //   - a whole decode writes every output byte and is deterministic;
 //   - when the whole decode succeeds, every window succeeds too and equals
 //     the same window of the whole decode, bit for bit;
-//   - max_pixels and max_scans fail with their names in the message.
+//   - max_pixels and max_scans fail with their names in the message;
+//   - a prepared copy decodes to exactly the pixels of its original, and
+//     seeking (on by default) gives the same windows as seek=false.
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "jpeg_decoder.h"
+#include "prepare.h"
 
 namespace {
 
@@ -278,8 +284,74 @@ bool check_file(const std::string& name, const Bytes& file, ColorMode mode, bool
       c.expect(crop.pixels == cut(whole.pixels, info, channels, window),
                describe(window) + " differs from the same window of the whole decode");
     }
+    DecodeOptions sequential = options;
+    sequential.seek = false;
+    const Decoded ordinary = decode(file, window, mode, sequential, 0xa5);
+    c.expect(!ordinary.status.ok() || crop.pixels == ordinary.pixels,
+             describe(window) + " differs between seek=true and seek=false");
   }
   return c.passed();
+}
+
+// A prepared copy must decode to its original's pixels in every mode.
+bool check_prepared(const std::string& name, const Bytes& original, const Bytes& prepared) {
+  Case c(name + " [prepared is lossless]");
+  DecodeOptions options;
+  options.limits.max_pixels = kMaxPixels;
+  options.seek = false;
+  for (ColorMode mode : {ColorMode::kRgb, ColorMode::kGray, ColorMode::kUnchanged}) {
+    const Decoded before = decode(original, Window{}, mode, options, 0x00);
+    const Decoded after = decode(prepared, Window{}, mode, options, 0xff);
+    c.expect(after.status.ok() || !before.status.ok(),
+             std::string("the prepared copy fails in mode ") + mode_name(mode) + ": " +
+                 after.status.message);
+    c.expect(!before.status.ok() || !after.status.ok() || before.pixels == after.pixels,
+             std::string("the prepared copy's pixels differ in mode ") + mode_name(mode));
+  }
+  return c.passed();
+}
+
+std::vector<size_t> scan_offsets(const Bytes& file);
+
+// The offsets of the RSTn markers after the first SOS, if the markers parse.
+std::vector<size_t> restart_offsets(const Bytes& file) {
+  const std::vector<size_t> scans = scan_offsets(file);
+  std::vector<size_t> found;
+  if (scans.empty()) {
+    return found;
+  }
+  for (size_t pos = scans[0] + 2; pos + 1 < file.size(); ++pos) {
+    if (file[pos] == 0xff && (file[pos + 1] & 0xf8) == 0xd0) {
+      found.push_back(pos);
+    }
+  }
+  return found;
+}
+
+// Copies of a file with restart markers whose markers are damaged: one
+// renumbered, one removed, all shifted by one, the data cut after a marker.
+std::vector<std::pair<std::string, Bytes>> damaged_markers(const Bytes& file) {
+  std::vector<std::pair<std::string, Bytes>> copies;
+  const std::vector<size_t> markers = restart_offsets(file);
+  if (markers.empty()) {
+    return copies;
+  }
+  const size_t middle = markers[markers.size() / 2];
+  Bytes renumbered = file;
+  renumbered[middle + 1] = static_cast<uint8_t>(0xd0 | ((renumbered[middle + 1] + 3) & 7));
+  copies.emplace_back("one marker renumbered", std::move(renumbered));
+  Bytes removed = file;
+  removed.erase(removed.begin() + static_cast<ptrdiff_t>(middle),
+                removed.begin() + static_cast<ptrdiff_t>(middle + 2));
+  copies.emplace_back("one marker removed", std::move(removed));
+  Bytes shifted = file;
+  for (size_t offset : markers) {
+    shifted[offset + 1] = static_cast<uint8_t>(0xd0 | ((shifted[offset + 1] + 1) & 7));
+  }
+  copies.emplace_back("all markers shifted", std::move(shifted));
+  copies.emplace_back("cut after a marker",
+                      Bytes(file.begin(), file.begin() + static_cast<ptrdiff_t>(middle + 2)));
+  return copies;
 }
 
 // The offset of every SOS marker in `file`, or nothing if its markers do not
@@ -426,6 +498,19 @@ int main(int argc, char** argv) {
       inputs.emplace_back(path + " " + what, std::move(bytes));
     }
     count(check_limits(path, file));
+    Bytes prepared;
+    custom_op::PrepareInfo prepare_info;
+    custom_op::PrepareOptions prepare_options;
+    prepare_options.limits.max_pixels = kMaxPixels;
+    if (custom_op::prepare_jpeg(file.data(), file.size(), prepare_options, &prepared,
+                                &prepare_info)
+            .ok()) {
+      count(check_prepared(path, file, prepared));
+      for (auto& [what, bytes] : damaged_markers(prepared)) {
+        inputs.emplace_back(path + " prepared, " + what, std::move(bytes));
+      }
+      inputs.emplace_back(path + " prepared", std::move(prepared));
+    }
     for (const auto& [name, bytes] : inputs) {
       ++seed;
       for (ColorMode mode : {ColorMode::kRgb, ColorMode::kGray, ColorMode::kUnchanged}) {

@@ -5,16 +5,22 @@
 // the decode's parameters: libjpeg stops at EOI and never reads what follows,
 // so the fuzzer can vary them by appending bytes to a valid file.
 //   param[0..3]  the window's y, x, height, width, as fractions of the image
-//   param[4]     bit 7 set: max_scans = 1 + the low four bits
+//   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 6: prepare
+//                the file first (csrc/prepare.h), check that the prepared copy
+//                decodes to the same pixels, and decode the copy (its windows
+//                take the restart-marker seek path); bit 5: seek = false
 //   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
 //                bit 3: the whole image, bit 4: decode_resized() instead of
 //                decode(), bits 5-6: its DCT scale (1, 2, 4 or 8 eighths),
 //                bit 7: antialias; the output size comes from param[0..3]
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "jpeg_decoder.h"
+#include "prepare.h"
 
 namespace {
 
@@ -29,6 +35,40 @@ constexpr size_t kParamBytes = 6;
 // Scales `byte` (0..255) to 0..range-1, or 0 when range <= 0.
 int64_t scale(uint8_t byte, int64_t range) { return range > 0 ? byte * range / 256 : 0; }
 
+// The whole image in RGB, or an empty vector when it does not decode.
+std::vector<uint8_t> whole_rgb(const uint8_t* data, size_t size, custom_op::DecodeOptions options) {
+  options.seek = false;
+  custom_op::JpegDecoder decoder(data, size, options);
+  custom_op::JpegInfo info;
+  if (!decoder.read_header(&info).ok()) {
+    return {};
+  }
+  std::vector<uint8_t> pixels(3 * static_cast<size_t>(info.height) * info.width);
+  if (!decoder.decode({0, 0, info.height, info.width}, custom_op::ColorMode::kRgb, pixels.data()).ok()) {
+    return {};
+  }
+  return pixels;
+}
+
+// Prepares the file; when that succeeds, a prepared copy that decodes to
+// other pixels than the original is a bug: abort, so libFuzzer keeps the input.
+std::vector<uint8_t> prepare_and_check(const uint8_t* data, size_t size,
+                                       const custom_op::DecodeOptions& options) {
+  custom_op::PrepareOptions prepare_options;
+  prepare_options.limits = options.limits;
+  std::vector<uint8_t> prepared;
+  custom_op::PrepareInfo info;
+  if (!custom_op::prepare_jpeg(data, size, prepare_options, &prepared, &info).ok()) {
+    return {};
+  }
+  const std::vector<uint8_t> before = whole_rgb(data, size, options);
+  const std::vector<uint8_t> after = whole_rgb(prepared.data(), prepared.size(), options);
+  if (!before.empty() && before != after) {
+    std::abort();
+  }
+  return prepared;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -41,6 +81,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.limits.max_pixels = kMaxPixels;
   if (param[4] & 0x80) {
     options.limits.max_scans = 1 + (param[4] & 0x0f);
+  }
+  options.seek = (param[4] & 0x20) == 0;
+  std::vector<uint8_t> prepared;
+  if (param[4] & 0x40) {
+    prepared = prepare_and_check(data, size, options);
+    if (prepared.empty()) {
+      return 0;
+    }
+    data = prepared.data();
+    size = prepared.size();
   }
 
   // The header alone, then a decoder destroyed without decode().

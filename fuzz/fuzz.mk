@@ -116,6 +116,6 @@ fuzz-coverage: $(FUZZ_SEEDS)/.done | fuzz-tools
 	LLVM_PROFILE_FILE=$(FUZZ_OUT)/coverage.profraw ./$(COVERAGE_BIN) -runs=0 $(FUZZ_SEEDS) $(FUZZ_CORPUS)
 	$(LLVM_PROFDATA) merge -sparse $(FUZZ_OUT)/coverage.profraw -o $(FUZZ_OUT)/coverage.profdata
 	$(LLVM_COV) show $(COVERAGE_BIN) -instr-profile=$(FUZZ_OUT)/coverage.profdata -format=html \
-	  -output-dir=$(FUZZ_OUT)/coverage custom_op/csrc/jpeg_decoder.h custom_op/csrc/resample.h
+	  -output-dir=$(FUZZ_OUT)/coverage $(CORE_HEADERS)
 	$(LLVM_COV) report $(COVERAGE_BIN) -instr-profile=$(FUZZ_OUT)/coverage.profdata \
-	  custom_op/csrc/jpeg_decoder.h custom_op/csrc/resample.h
+	  $(CORE_HEADERS)

@@ -115,8 +115,60 @@ def test_unreadable_input_raises_decode_error(data: bytes, message: str) -> None
 
 def test_damaged_input_is_refused_not_baked_in(corpus_by_id) -> None:
     data = corpus_by_id["420-base-q90-120x200"].data
-    with pytest.raises(custom_op.JpegDecodeError, match="prepare_jpeg"):
+    with pytest.raises(custom_op.JpegDecodeError, match="prepare refuses damaged data") as error:
         custom_op.prepare_jpeg(data[: len(data) // 2])
+    assert "strict" not in str(error.value), "prepare_jpeg has no strict argument to suggest"
+
+
+def test_limits_are_enforced(corpus_by_id) -> None:
+    data = corpus_by_id["420-prog-q85-120x200-noise"].data
+    with pytest.raises(custom_op.JpegDecodeError, match="max_pixels"):
+        custom_op.prepare_jpeg(data, max_pixels=120 * 200 - 1)
+    with pytest.raises(custom_op.JpegDecodeError, match="max_scans"):
+        custom_op.prepare_jpeg(data, max_scans=2)
+    with pytest.raises(ValueError, match="max_scans"):
+        custom_op.prepare_jpeg(data, max_scans=0)
+    assert custom_op.prepare_jpeg(data, max_pixels=120 * 200)
+
+
+def first_scans_only(data: bytes, scans: int) -> bytes:
+    """A progressive file ended (validly, with EOI) after its first `scans` scans."""
+    starts, pos = [], 2
+    while pos + 4 <= len(data):
+        marker = data[pos + 1]
+        if marker == 0xDA:
+            starts.append(pos)
+            pos = data.find(b"\xff", pos + 2)
+            while data[pos + 1] == 0x00 or 0xD0 <= data[pos + 1] <= 0xD7:
+                pos = data.find(b"\xff", pos + 2)
+            continue
+        if marker == 0xD9:
+            break
+        pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+    assert len(starts) > scans
+    return data[:starts[scans]] + b"\xff\xd9"
+
+
+def test_unfinished_progressive_file_is_refused() -> None:
+    """libjpeg smooths blocks whose coefficients never arrived; a baseline copy would not.
+
+    Found by fuzz/core_test.cc on fuzz/regressions/progressive-4-of-10-scans-*:
+    the copy's pixels differed. Such files are refused (and the CLI copies them).
+    """
+    data = first_scans_only(encode(make_photo(64, 96, 4), sampling="4:2:0", progressive=True), 4)
+    full_decode(data, "rgb")  # a valid file that decodes
+    with pytest.raises(custom_op.JpegDecodeError, match="smooths such blocks"):
+        custom_op.prepare_jpeg(data)
+
+
+def test_segment_width_sets_the_restart_interval() -> None:
+    data = encode(make_photo(64, 640, 8), sampling="4:2:0")  # 40 MCUs of 16 px per row
+    narrow = prepare_jpeg_with_info(data, segment_width=32)
+    wide = prepare_jpeg_with_info(data, segment_width=640)
+    assert (narrow.restart_interval, wide.restart_interval) == (2, 40)
+    assert torch.equal(full_decode(narrow.data, "rgb"), full_decode(wide.data, "rgb"))
+    with pytest.raises(ValueError, match="segment_width"):
+        custom_op.prepare_jpeg(data, segment_width=0)
 
 
 def test_wrong_input_type_raises_type_error() -> None:

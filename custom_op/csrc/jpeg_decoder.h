@@ -109,6 +109,9 @@ struct ErrorManager {
   jpeg_error_mgr pub;  // First member: libjpeg sees a jpeg_error_mgr*.
   std::jmp_buf jump;
   bool strict = true;
+  // Appended to a warning raised as an error: says how to accept it.
+  const char* strict_hint =
+      "strict=True treats this libjpeg warning as an error; pass strict=False to accept damaged data";
   char message[JMSG_LENGTH_MAX + 160] = {0};
 };
 
@@ -155,10 +158,7 @@ inline void emit_message_cb(j_common_ptr cinfo, int msg_level) {
   char text[JMSG_LENGTH_MAX];
   (*cinfo->err->format_message)(cinfo, text);
   char message[sizeof(err->message)];
-  std::snprintf(message, sizeof(message),
-                "%s (strict=True treats this libjpeg warning as an error; "
-                "pass strict=False to accept damaged data)",
-                text);
+  std::snprintf(message, sizeof(message), "%s (%s)", text, err->strict_hint);
   fail_with(cinfo, message);
 }
 

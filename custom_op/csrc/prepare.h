@@ -129,6 +129,7 @@ class Preparer {
       err->pub.error_exit = detail::error_exit_cb;
       err->pub.emit_message = detail::emit_message_cb;
       err->strict = true;  // Damaged data would be written back as if it were right.
+      err->strict_hint = "prepare refuses damaged data: the copy would make the damage permanent";
     }
     progress_.pub.progress_monitor = detail::progress_monitor_cb;
     progress_.max_scans = options.limits.max_scans;
@@ -166,6 +167,12 @@ class Preparer {
     info->was_progressive = src_.progressive_mode != 0;
     if (!read_coefficients_guarded()) {
       return Status{StatusCode::kDecodeError, src_err_.message};
+    }
+    if (!progression_complete()) {
+      return Status{StatusCode::kDecodeError,
+                    "the progressive scans stop before every coefficient is complete; libjpeg "
+                    "smooths such blocks when decoding, a baseline copy would not, so the "
+                    "pixels would change"};
     }
     if (!write_guarded(info)) {
       return Status{StatusCode::kDecodeError,
@@ -237,6 +244,24 @@ class Preparer {
     }
     jpeg_finish_compress(&dst_);
     jpeg_finish_decompress(&src_);
+    return true;
+  }
+
+  // Whether every coefficient of every component arrived at full precision.
+  // A progressive file may end after its first scans (valid, or cut short);
+  // libjpeg then estimates the missing coefficients ("block smoothing") while
+  // decoding, which copying the coefficients into a baseline file would lose.
+  bool progression_complete() const {
+    if (!src_.progressive_mode || src_.coef_bits == nullptr) {
+      return true;
+    }
+    for (int c = 0; c < src_.num_components; ++c) {
+      for (int k = 0; k < DCTSIZE2; ++k) {
+        if (src_.coef_bits[c][k] != 0) {
+          return false;
+        }
+      }
+    }
     return true;
   }
 
