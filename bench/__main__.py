@@ -1,4 +1,4 @@
-"""Runs the benchmarks: ``python -m bench [all|operator|pipeline|imagenet|chart] [options]``.
+"""Runs the benchmarks: ``python -m bench [all|operator|pipeline|imagenet|prepared|chart] [options]``.
 
 From the repository root (``make bench`` does the first, with BENCH_ARGS):
 
@@ -7,6 +7,7 @@ From the repository root (``make bench`` does the first, with BENCH_ARGS):
     python -m bench operator --repeats 20
     python -m bench pipeline --workers 4 --batch-size 64
     python -m bench imagenet --windows 50   # RandomResizedCrop(224) at 500x375 and 2560x1600
+    python -m bench prepared              # files rewritten by custom_op.prepare: crops and cost
     python -m bench --data ~/photos       # "all" is implied when the first word is an option
     python -m bench chart bench/results/<name>.json
 
@@ -25,9 +26,9 @@ import pathlib  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from bench import chart, imagenet_bench, operator_bench, pipeline_bench  # noqa: E402
+from bench import chart, imagenet_bench, operator_bench, pipeline_bench, prepared_bench  # noqa: E402
 
-COMMANDS = ("all", "operator", "pipeline", "imagenet", "chart")
+COMMANDS = ("all", "operator", "pipeline", "imagenet", "prepared", "chart")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,10 +36,11 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Run 'python -m bench COMMAND --help' for a command's options.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    helps = {"all": "operator, pipeline and imagenet benchmarks (the default)",
+    helps = {"all": "operator, pipeline, imagenet and prepared benchmarks (the default)",
              "operator": "per-crop time of custom_op against torchvision, Pillow and optional peers",
              "pipeline": "the article's DataLoader experiment, images per second",
-             "imagenet": "RandomResizedCrop(224) from JPEG bytes against torchvision and PIL, and the batched call"}
+             "imagenet": "RandomResizedCrop(224) from JPEG bytes against torchvision and PIL, and the batched call",
+             "prepared": "files prepared with restart markers: crop against full decode, and the cost of preparing"}
     for command, text in helps.items():
         sub = commands.add_parser(command, help=text, description=text)
         common.add_corpus_arguments(sub)
@@ -48,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
             pipeline_bench.add_arguments(sub)
         if command in ("all", "imagenet"):
             imagenet_bench.add_arguments(sub)
+        if command in ("all", "prepared"):
+            prepared_bench.add_arguments(sub)
         output = sub.add_argument_group("output")
         output.add_argument("--name", default=None,
                             help="results file name without .json (default: <UTC time>-<commit>-<command>)")
@@ -81,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     machine = common.describe_machine()
     print(common.format_machine(machine), flush=True)
     corpus = None
-    if args.command != "imagenet":  # the imagenet part generates its own two sets of images
+    if args.command not in ("imagenet", "prepared"):  # these generate their own sets of images
         corpus = common.load_corpus(args)
         print(common.describe_corpus(corpus), flush=True)
     results = {"command": args.command, "argv": argv, "machine": machine,
@@ -96,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.command in ("all", "imagenet"):
         results["imagenet"] = imagenet_bench.run(args, corpus)
         print("\n" + imagenet_bench.format_table(results["imagenet"]), flush=True)
+    if args.command in ("all", "prepared"):
+        results["prepared"] = prepared_bench.run(args, corpus)
+        print("\n" + prepared_bench.format_table(results["prepared"]), flush=True)
 
     results["elapsed_s"] = time.perf_counter() - started
     name = args.name or common.default_run_name(args.command, machine)

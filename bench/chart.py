@@ -95,14 +95,40 @@ def _draw_imagenet(axes, imagenet: dict[str, Any]) -> None:
     axes.set_title(f"RandomResizedCrop({imagenet['config']['size']}) from JPEG bytes, 1 thread", fontsize=10)
 
 
-_DRAWERS = {"operator": _draw_operator, "pipeline": _draw_pipeline, "imagenet": _draw_imagenet}
+def _draw_prepared(axes, prepared: dict[str, Any]) -> None:
+    """Speed-ups bought by preparing: crop over the same file's full decode, and RRC over torchvision."""
+    labels, values, colours = [], [], []
+    for item in prepared["sets"]:
+        for name, key, colour in (("original", "crop_vs_full_original", _PEER),
+                                  ("prepared", "crop_vs_full_prepared", _HIGHLIGHT)):
+            labels.append(f"{item['label']}, {name}: {item['crop']}px crop vs full")
+            values.append(item[key])
+            colours.append(colour)
+        if "rrc_prepared_vs_torchvision" in item:
+            labels.append(f"{item['label']}, prepared: RRC(224) vs torchvision")
+            values.append(item["rrc_prepared_vs_torchvision"])
+            colours.append(_HIGHLIGHT)
+    positions = range(len(labels))
+    axes.barh(positions, values, color=colours)
+    axes.set_yticks(list(positions), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    for position, value in zip(positions, values):
+        axes.text(value, position, f"  {value:.1f}x", va="center", fontsize=8)
+    axes.set_xlim(0.8, max(values) * 3)
+    axes.set_xlabel("speed-up (ratio of medians, log scale); higher is better")
+    axes.set_title("Files prepared with restart markers (python -m custom_op.prepare)", fontsize=10)
+
+
+_DRAWERS = {"operator": _draw_operator, "pipeline": _draw_pipeline, "imagenet": _draw_imagenet,
+            "prepared": _draw_prepared}
 
 
 def draw(results: dict[str, Any], output: pathlib.Path) -> pathlib.Path:
-    """Draws the parts present in ``results`` (operator, pipeline, imagenet) to ``output``."""
-    parts = [part for part in ("operator", "pipeline", "imagenet") if part in results]
-    width = sum(9.5 if part == "imagenet" else 7.5 for part in parts)
-    if parts == ["imagenet"]:
+    """Draws the parts present in ``results`` (operator, pipeline, imagenet, prepared) to ``output``."""
+    parts = [part for part in _DRAWERS if part in results]
+    width = sum(9.5 if part in ("imagenet", "prepared") else 7.5 for part in parts)
+    if len(parts) == 1:
         width = 12.0  # room for the two-line title
     figure, axes_list = plt.subplots(1, len(parts), figsize=(width, 4.2), squeeze=False)
     for axes, part in zip(axes_list[0], parts):
@@ -113,9 +139,10 @@ def draw(results: dict[str, Any], output: pathlib.Path) -> pathlib.Path:
     if corpus is not None:
         images = (f"{corpus['num_files']} JPEGs, {corpus['mean_height']:.0f}x{corpus['mean_width']:.0f} px, "
                   f"{corpus['mean_encoded_bytes'] / 1024:.0f} KiB mean ({corpus['source']})")
-    else:  # the imagenet part alone: it generates its own two sets
-        images = "generated JPEGs: " + ", ".join(f"{case['files']} of {case['label']} (width x height)"
-                                                 for case in results["imagenet"]["cases"])
+    else:  # the imagenet or prepared part alone: they generate their own sets
+        sets = results["imagenet"]["cases"] if "imagenet" in results else results["prepared"]["sets"]
+        images = "generated JPEGs: " + ", ".join(f"{item['files']} of {item['label']} (width x height)"
+                                                 for item in sets)
     figure.suptitle(
         f"custom_op benchmarks on {machine['cpu']} ({machine['usable_cores']} cores); torch {machine['torch']}, "
         f"torchvision {machine['torchvision']}, Pillow {machine['pillow']}, libjpeg-turbo "

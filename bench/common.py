@@ -30,13 +30,15 @@ for _variable in _THREAD_VARIABLES:
     os.environ[_variable] = "1"
 
 import datetime  # noqa: E402
+import gc  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import pathlib  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
+import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, Sequence  # noqa: E402
+from typing import Any, Callable, Sequence  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -278,6 +280,32 @@ def read_encoded(path: str | os.PathLike[str]) -> torch.Tensor:
 
 # --------------------------------------------------------------------------
 # Statistics, tables and results
+
+
+def time_rotating(names: Sequence[str], plan: Sequence[Any],
+                  call: Callable[[str, Any], Any]) -> dict[str, list[int]]:
+    """Nanoseconds of ``call(name, item)`` for every name and plan item.
+
+    For each item the names run back to back in an order that rotates from
+    item to item, so slow drift of the machine (frequency, other load) hits
+    them alike. The garbage collector is off; freeing each result is timed.
+    """
+    samples: dict[str, list[int]] = {name: [] for name in names}
+    order = list(names)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for number, item in enumerate(plan):
+            shift = number % len(order)
+            for name in order[shift:] + order[:shift]:
+                start = time.perf_counter_ns()
+                result = call(name, item)
+                del result
+                samples[name].append(time.perf_counter_ns() - start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples
 
 
 def percentiles(samples: Sequence[float]) -> dict[str, float]:

@@ -144,20 +144,8 @@ def _time_case(args: argparse.Namespace, label: str, height: int, width: int, co
         for name in names:
             methods[name](tensors[index], raws[index], *file_windows[0])
 
-    samples: dict[str, list[int]] = {name: [] for name in names}
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for number, (index, window) in enumerate(plan):
-            shift = number % len(names)
-            for name in names[shift:] + names[:shift]:
-                start = time.perf_counter_ns()
-                result = methods[name](tensors[index], raws[index], *window)
-                del result
-                samples[name].append(time.perf_counter_ns() - start)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    samples = common.time_rotating(
+        names, plan, lambda name, item: methods[name](tensors[item[0]], raws[item[0]], *item[1]))
 
     stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
                     common.percentiles(times).items()} for name, times in samples.items()}

@@ -195,6 +195,7 @@ def write_jpeg_folder(
     quality: int = 90,
     subsampling: str = "4:2:0",
     seed: int = 0,
+    progressive: bool = False,
 ) -> list[pathlib.Path]:
     """Write an ImageFolder tree root/<class>/<index>.jpg of photo-like JPEGs.
 
@@ -214,6 +215,7 @@ def write_jpeg_folder(
         image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
         pixels = Image.fromarray(make_photo(height, width, image_seed))
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pixels.save(temporary, format="JPEG", quality=quality, subsampling=subsampling)
+        pixels.save(temporary, format="JPEG", quality=quality, subsampling=subsampling,
+                    progressive=progressive)
         os.replace(temporary, path)
     return sorted(paths)
