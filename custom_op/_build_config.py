@@ -22,7 +22,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The one translation unit, relative to the package folder.
 SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
-HEADERS = ("csrc/jpeg_decoder.h",)
+HEADERS = ("csrc/jpeg_decoder.h", "csrc/resample.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_build_config.py")
 
