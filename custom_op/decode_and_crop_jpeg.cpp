@@ -142,17 +142,62 @@ at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t heigh
   return into.defined() ? into : at::empty({channels, height, width}, at::kByte);
 }
 
-// Without DCT scaling: the exact crop, resized by the very ATen kernel that
-// torchvision's resize(antialias=...) runs on uint8 CPU tensors, so the result
-// equals torchvision's resized_crop of a full decode, and costs less than the
-// core's portable resampler (which serves the reduced scales, where the box
-// has fractional edges that ATen cannot take).
+// Resizes the [1, C, H, W] `input` into `output` (of the requested size)
+// with the very ATen kernel that torchvision's resize(antialias=...) runs on
+// uint8 CPU tensors.
+void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::Tensor output) {
+  const std::vector<int64_t> size{resize.out_height, resize.out_width};
+  if (resize.antialias) {
+    at::_upsample_bilinear2d_aa_out(output, input, size, /*align_corners=*/false);
+  } else {
+    at::upsample_bilinear2d_out(output, input, size, /*align_corners=*/false);
+  }
+}
+
+// The resize of a colour window, on libjpeg's RGBX rows. ATen's uint8 kernel
+// works on 4-byte pixels: given CHW planes it unpacks them to RGBA and packs
+// its result back byte by byte, after the core split libjpeg's rows into
+// those planes. Handed the rows as a channels_last [1, 4, H, W] tensor, it
+// skips all three copies (RandomResizedCrop(224) of 500 x 375 files: 1.29 ->
+// 1.16 ms). It resizes each channel on its own with the same weights either
+// way, so R, G and B come out bit for bit as from the planes; the fourth
+// channel is dropped.
+custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
+                              custom_op::ColorMode mode, const ResizeRequest& resize,
+                              const at::Tensor& target) {
+  const at::Tensor rows = at::empty({1, window.height, window.width, 4}, at::kByte);
+  custom_op::Status status = decoder->decode_rgbx(window, mode, rows.data_ptr<uint8_t>());
+  if (!status.ok()) {
+    return status;
+  }
+  const at::Tensor resized = at::empty({1, resize.out_height, resize.out_width, 4}, at::kByte);
+  resize_with_aten(rows.permute({0, 3, 1, 2}), resize, resized.permute({0, 3, 1, 2}));
+  const uint8_t* pixels = resized.data_ptr<uint8_t>();
+  uint8_t* planes = target.data_ptr<uint8_t>();
+  const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
+  for (int64_t row = 0; row < resize.out_height; ++row) {
+    custom_op::detail::split_4_byte_pixels(pixels + row * resize.out_width * 4,
+                                           static_cast<int>(resize.out_width), /*out_channels=*/3,
+                                           planes + row * resize.out_width, plane_size);
+  }
+  return status;
+}
+
+// Without DCT scaling: the exact crop, resized by ATen's kernel (see
+// resize_with_aten), so the result equals torchvision's resized_crop of a
+// full decode, and costs less than the core's portable resampler (which
+// serves the reduced scales, where the box has fractional edges that ATen
+// cannot take).
 custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                                      custom_op::ColorMode mode, int64_t channels,
                                      const ResizeRequest& resize, const at::Tensor& into,
                                      at::Tensor* out) {
   // torchvision returns the input itself for an identity resize.
   const bool identity = resize.out_height == window.height && resize.out_width == window.width;
+  if (!identity && decoder->has_rgbx_rows(mode)) {
+    *out = output_tensor(into, channels, resize.out_height, resize.out_width);
+    return resize_rgbx(decoder, window, mode, resize, *out);
+  }
   at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width)
                              : at::empty({channels, window.height, window.width}, at::kByte);
   custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>());
@@ -160,15 +205,8 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
     *out = crop;
     return status;
   }
-  const std::vector<int64_t> size_vector{resize.out_height, resize.out_width};
-  const at::IntArrayRef size(size_vector);
   *out = output_tensor(into, channels, resize.out_height, resize.out_width);
-  at::Tensor resized = out->unsqueeze(0);
-  if (resize.antialias) {
-    at::_upsample_bilinear2d_aa_out(resized, crop.unsqueeze(0), size, /*align_corners=*/false);
-  } else {
-    at::upsample_bilinear2d_out(resized, crop.unsqueeze(0), size, /*align_corners=*/false);
-  }
+  resize_with_aten(crop.unsqueeze(0), resize, out->unsqueeze(0));
   return status;
 }
 
