@@ -383,9 +383,19 @@ def decode_and_crop_jpeg_batch(
     out_size = (0, 0) if size is None else _as_size(name, size)
     scales = [] if size is None else [choose_scale(flat[4 * i + 2], flat[4 * i + 3], out_size)
                                       for i in range(len(encoded))]
+    # Every mode but "unchanged" knows its channel count before decoding, so
+    # the threads write straight into the stacked result. torch.stack would
+    # copy it once more on ATen's OpenMP threads, which then spin-wait on the
+    # cores the next batch decodes on (2 threads: 1.66x -> 1.97x 1 thread).
+    out = None
+    if size is not None and mode_code != MODES["unchanged"]:
+        out = torch.empty((len(encoded), 3 if mode_code == MODES["rgb"] else 1, *out_size),
+                          dtype=torch.uint8)
     results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
                               antialias, strict, _as_limit(name, "max_pixels", max_pixels),
-                              _as_limit(name, "max_scans", max_scans), threads, seek)
+                              _as_limit(name, "max_scans", max_scans), threads, seek, out)
+    if out is not None:
+        return out
     if size is None:
         return results
     channels = sorted({result.shape[0] for result in results})

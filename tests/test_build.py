@@ -107,6 +107,13 @@ def test_build_key_covers_torch_version_and_abi():
     assert _build_config.build_key("2.14.1", "abc", False) != base
 
 
+def test_build_key_covers_every_header():
+    """A header left out of the key would let an edit to it load the stale build."""
+    headers = {str(path.relative_to(_build_config.PACKAGE_DIR))
+               for path in (_build_config.PACKAGE_DIR / "csrc").glob("*.h")}
+    assert set(_build_config.HEADERS) == headers
+
+
 def test_build_root_precedence(monkeypatch, tmp_path):
     monkeypatch.setenv("CUSTOM_OP_BUILD_DIR", str(tmp_path / "override"))
     assert _build.build_root() == tmp_path / "override"

@@ -198,13 +198,31 @@ def test_batch_equals_single_calls(mixed, mode: str, num_threads: int) -> None:
         assert torch.equal(result, custom_op.decode_and_crop_jpeg(data, *box, mode=mode))
 
 
+# The third box is the output size itself: the identity resize, which returns the crop.
+STACK_BOXES = BOXES[:2] + [(5, 7, 24, 32)] + BOXES[3:]
+
+
 @pytest.mark.parametrize("num_threads", [1, 2])
-def test_resized_batch_is_stacked_and_equals_single_calls(mixed, num_threads: int) -> None:
-    boxes = torch.tensor(BOXES)
-    stacked = custom_op.decode_and_crop_jpeg_batch(mixed, boxes, size=(24, 32), num_threads=num_threads)
-    assert stacked.shape == (len(mixed), 3, 24, 32)
-    for index, (data, box) in enumerate(zip(mixed, BOXES)):
-        assert torch.equal(stacked[index], custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32)))
+@pytest.mark.parametrize("mode, channels", [("rgb", 3), ("gray", 1)])
+def test_resized_batch_is_stacked_and_equals_single_calls(mixed, mode: str, channels: int,
+                                                          num_threads: int) -> None:
+    stacked = custom_op.decode_and_crop_jpeg_batch(mixed, torch.tensor(STACK_BOXES), size=(24, 32),
+                                                   mode=mode, num_threads=num_threads)
+    assert stacked.shape == (len(mixed), channels, 24, 32)
+    assert stacked.is_contiguous()
+    for index, (data, box) in enumerate(zip(mixed, STACK_BOXES)):
+        single = custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32), mode=mode)
+        assert torch.equal(stacked[index], single)
+
+
+def test_resized_batch_stacks_unchanged_mode_of_equal_channels(mixed) -> None:
+    colour = [0, 1, 3, 4]  # the 3-channel files
+    datas, boxes = [mixed[i] for i in colour], [STACK_BOXES[i] for i in colour]
+    stacked = custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=(24, 32), mode="unchanged")
+    assert stacked.shape == (len(datas), 3, 24, 32)
+    for index, (data, box) in enumerate(zip(datas, boxes)):
+        single = custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32), mode="unchanged")
+        assert torch.equal(stacked[index], single)
 
 
 @pytest.mark.parametrize("strict", [True, False])

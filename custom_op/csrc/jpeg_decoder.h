@@ -399,6 +399,20 @@ class PlanesSink : public RowSink {
   uint8_t* out_;
 };
 
+// Copies rows as libjpeg lays them out (4-byte pixels for RowLayout::kRgbx)
+// into caller-owned memory, one row after the other: an HWC image.
+class InterleavedSink : public RowSink {
+ public:
+  InterleavedSink(size_t row_bytes, uint8_t* out) : row_bytes_(row_bytes), out_(out) {}
+  void consume(int64_t row, const JSAMPLE* pixels) override {
+    std::memcpy(out_ + static_cast<size_t>(row) * row_bytes_, pixels, row_bytes_);
+  }
+
+ private:
+  size_t row_bytes_;
+  uint8_t* out_;
+};
+
 // Rows decoded before they are handed to the sink. Reading a row back right
 // after libjpeg's SIMD colour conversion wrote it stalls on store-to-load
 // forwarding (the split into planes took 11% of a crop's time, row by row);
@@ -622,25 +636,28 @@ class JpegDecoder {
   // planes of window.height x window.width bytes (CHW, contiguous). Bit-exact:
   // equal to the same window of a full decode.
   Status decode(const Window& window, ColorMode mode, uint8_t* out) {
-    Status ready = begin_decode(window);
-    if (!ready.ok()) {
-      return ready;
-    }
-    const bool cut_done = decode_from_restarts(
-        window, window, /*scale_num=*/8,
-        [&](JpegDecoder& cut, const Window& in_cut) { return cut.decode(in_cut, mode, out); });
-    if (cut_done) {
-      return Status{};
-    }
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
     detail::PlanesSink sink(layout, window.width, output_channels(info_, mode),
                             static_cast<size_t>(window.height * window.width), out);
-    detail::RowPlan plan{window, detail::region_for(region_inputs(/*scale_num=*/8), window), layout,
-                         /*scale_num=*/8, &sink};
-    if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
-      return decode_error();
+    return decode_full_scale(window, layout, &sink);
+  }
+
+  // Whether decode_rgbx() serves `mode`: colour (YCbCr or RGB) files decoded
+  // to RGB. Gray and CMYK files are not: libjpeg cannot emit them as RGBX.
+  bool has_rgbx_rows(ColorMode mode) const {
+    return header_read_ && detail::row_layout(info_.color_space, mode) == detail::RowLayout::kRgbx;
+  }
+
+  // Decodes `window` into `out` as window.height rows of window.width 4-byte
+  // pixels (HWC): R, G, B, as decode() would put them in planes, and a fourth
+  // byte of 255. Needs has_rgbx_rows(mode).
+  Status decode_rgbx(const Window& window, ColorMode mode, uint8_t* out) {
+    if (!has_rgbx_rows(mode)) {
+      return Status{StatusCode::kInvalidArgument,
+                    "decode_rgbx needs a colour file and an RGB mode (this is a bug in custom_op)"};
     }
-    return Status{};
+    detail::InterleavedSink sink(static_cast<size_t>(window.width) * 4, out);
+    return decode_full_scale(window, detail::RowLayout::kRgbx, &sink);
   }
 
   // Decodes `window` (in full-size pixels) at libjpeg's scale scale_num / 8
@@ -777,6 +794,29 @@ class JpegDecoder {
     return detail::RegionInputs{detail::scaled_dimension(info_.width, scale_num),
                                 info_.max_h_samp_factor, scale_num * info_.max_h_samp_factor,
                                 info_.progressive, options_.exact_edges};
+  }
+
+  // Decodes `window` at full scale, handing its rows in `layout` to `sink`:
+  // from the restart segments that cover it when the file allows, else
+  // through libjpeg's crop and skip.
+  Status decode_full_scale(const Window& window, detail::RowLayout layout, detail::RowSink* sink) {
+    Status ready = begin_decode(window);
+    if (!ready.ok()) {
+      return ready;
+    }
+    const bool cut_done = decode_from_restarts(
+        window, window, /*scale_num=*/8, [&](JpegDecoder& cut, const Window& in_cut) {
+          return cut.decode_full_scale(in_cut, layout, sink);
+        });
+    if (cut_done) {
+      return Status{};
+    }
+    detail::RowPlan plan{window, detail::region_for(region_inputs(/*scale_num=*/8), window), layout,
+                         /*scale_num=*/8, sink};
+    if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
+      return decode_error();
+    }
+    return Status{};
   }
 
   // Checks the state and the window before the one decode this object allows.
