@@ -108,31 +108,35 @@ custom_op::ColorMode to_mode(int64_t mode) {
   return static_cast<custom_op::ColorMode>(mode);
 }
 
-py::tuple jpeg_size(ByteSpan bytes) {
-  // Not strict: a warning in the header does not change the size, and
-  // decode_and_crop_jpeg still raises for it when asked to be strict.
+// For the functions that read only the header. Not strict: a warning in the
+// header changes neither the size nor the layout, and the decode functions
+// still raise for it when asked to be strict.
+custom_op::DecodeOptions header_only_options() {
   custom_op::DecodeOptions options;
   options.strict = false;
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
+  return options;
+}
+
+custom_op::JpegInfo read_header_or_raise(const char* function, custom_op::JpegDecoder* decoder) {
   custom_op::JpegInfo info;
-  custom_op::Status status = decoder.read_header(&info);
+  const custom_op::Status status = decoder->read_header(&info);
   if (!status.ok()) {
-    raise_status("jpeg_size", status);
+    raise_status(function, status);
   }
+  return info;
+}
+
+py::tuple jpeg_size(ByteSpan bytes) {
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
   return py::make_tuple(info.height, info.width, info.channels);
 }
 
 // The restart-segment grid decode_and_crop_jpeg seeks with, as
 // (interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None.
 py::object restart_geometry(ByteSpan bytes) {
-  custom_op::DecodeOptions options;
-  options.strict = false;
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
-  custom_op::JpegInfo info;
-  custom_op::Status status = decoder.read_header(&info);
-  if (!status.ok()) {
-    raise_status("restart_geometry", status);
-  }
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  read_header_or_raise("seekable", &decoder);
   custom_op::restarts::ScanGeometry g;
   if (!decoder.restart_geometry(&g)) {
     return py::none();

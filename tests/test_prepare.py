@@ -171,6 +171,11 @@ def test_segment_width_sets_the_restart_interval() -> None:
         custom_op.prepare_jpeg(data, segment_width=0)
 
 
+def test_seekable_raises_for_what_is_not_a_jpeg() -> None:
+    with pytest.raises(custom_op.JpegDecodeError, match=r"^seekable\(\): Not a JPEG"):
+        custom_op.seekable(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
+
+
 def test_wrong_input_type_raises_type_error() -> None:
     with pytest.raises(TypeError, match="data"):
         custom_op.prepare_jpeg("not bytes")
