@@ -66,6 +66,7 @@ struct JpegInfo {
   int channels = 0;
   J_COLOR_SPACE color_space = JCS_UNKNOWN;
   int max_h_samp_factor = 1;
+  int max_v_samp_factor = 1;
   bool progressive = false;
 };
 
@@ -192,6 +193,17 @@ inline int stored_channels(J_COLOR_SPACE space) {
       return 4;
     default:
       return 0;
+  }
+}
+
+// The largest horizontal and vertical sampling factors of `count` components.
+inline void max_sampling_factors(const jpeg_component_info* components, int count, int* max_h,
+                                 int* max_v) {
+  *max_h = 1;
+  *max_v = 1;
+  for (int c = 0; c < count; ++c) {
+    *max_h = std::max(*max_h, components[c].h_samp_factor);
+    *max_v = std::max(*max_v, components[c].v_samp_factor);
   }
 }
 
@@ -621,12 +633,8 @@ class JpegDecoder {
     info_.channels = channels;
     info_.color_space = cinfo_.jpeg_color_space;
     info_.progressive = cinfo_.progressive_mode != 0;
-    info_.max_h_samp_factor = 1;
-    for (int c = 0; c < cinfo_.num_components; ++c) {
-      if (cinfo_.comp_info[c].h_samp_factor > info_.max_h_samp_factor) {
-        info_.max_h_samp_factor = cinfo_.comp_info[c].h_samp_factor;
-      }
-    }
+    detail::max_sampling_factors(cinfo_.comp_info, cinfo_.num_components, &info_.max_h_samp_factor,
+                                 &info_.max_v_samp_factor);
     header_read_ = true;
     *info = info_;
     return Status{};
@@ -723,21 +731,11 @@ class JpegDecoder {
         cinfo_.restart_interval == 0 || cinfo_.comps_in_scan != cinfo_.num_components) {
       return false;
     }
-    int max_h = 1;
-    int max_v = 1;
-    for (int c = 0; c < cinfo_.num_components; ++c) {
-      max_h = std::max(max_h, cinfo_.comp_info[c].h_samp_factor);
-      max_v = std::max(max_v, cinfo_.comp_info[c].v_samp_factor);
+    if (cinfo_.num_components == 1 && (info_.max_h_samp_factor != 1 || info_.max_v_samp_factor != 1)) {
+      return false;  // Rare; cutting its iMCU rows of several block rows is not tested.
     }
-    if (cinfo_.num_components == 1 && (max_h != 1 || max_v != 1)) {
-      return false;  // A lone component's MCU is one block, whatever its factors say.
-    }
-    g->image_width = cinfo_.image_width;
-    g->image_height = cinfo_.image_height;
-    g->mcu_width = 8 * max_h;
-    g->mcu_height = 8 * max_v;
-    g->mcus_per_row = restarts::ceil_div(g->image_width, g->mcu_width);
-    g->mcu_rows = restarts::ceil_div(g->image_height, g->mcu_height);
+    *g = restarts::mcu_grid(info_.width, info_.height, cinfo_.num_components,
+                            info_.max_h_samp_factor, info_.max_v_samp_factor);
     g->interval = cinfo_.restart_interval;
     if (g->mcus_per_row % g->interval != 0) {
       return false;

@@ -265,22 +265,17 @@ class Preparer {
     return true;
   }
 
-  // The output is one interleaved scan (one block per MCU for a lone
-  // component), so its MCU grid follows from the sampling factors.
+  // The output is one scan of every component (jpeg_copy_critical_parameters
+  // leaves no scan script), so its MCU grid is restarts::mcu_grid's.
   int64_t restart_interval() const {
     int max_h = 1;
     int max_v = 1;
-    for (int c = 0; c < dst_.num_components; ++c) {
-      max_h = std::max(max_h, dst_.comp_info[c].h_samp_factor);
-      max_v = std::max(max_v, dst_.comp_info[c].v_samp_factor);
-    }
-    const bool lone = dst_.num_components == 1;
-    const int64_t mcu_width = lone ? 8 : 8 * max_h;
-    const int64_t mcu_height = lone ? 8 : 8 * max_v;
-    const int64_t mcus_per_row = (dst_.image_width + mcu_width - 1) / mcu_width;
-    const int64_t mcu_rows = (dst_.image_height + mcu_height - 1) / mcu_height;
-    const int64_t bytes_per_mcu = static_cast<int64_t>(size_) / std::max<int64_t>(mcus_per_row * mcu_rows, 1);
-    return detail::choose_restart_interval(mcus_per_row, mcu_width, bytes_per_mcu, options_);
+    detail::max_sampling_factors(dst_.comp_info, dst_.num_components, &max_h, &max_v);
+    const restarts::ScanGeometry grid =
+        restarts::mcu_grid(dst_.image_width, dst_.image_height, dst_.num_components, max_h, max_v);
+    const int64_t bytes_per_mcu =
+        static_cast<int64_t>(size_) / std::max<int64_t>(grid.mcus_per_row * grid.mcu_rows, 1);
+    return detail::choose_restart_interval(grid.mcus_per_row, grid.mcu_width, bytes_per_mcu, options_);
   }
 
   const uint8_t* data_;

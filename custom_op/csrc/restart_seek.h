@@ -120,6 +120,26 @@ struct ScanGeometry {
   int64_t segments_per_row = 0;  // mcus_per_row / interval.
 };
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The MCU grid of one scan holding every component of a width x height
+// image with the given largest sampling factors: an MCU is max_h x max_v
+// blocks, except that a lone component is scanned non-interleaved, one block
+// per MCU, whatever its factors. interval and segments_per_row are left 0.
+// Both sides use it: prepare.h to choose the interval it writes, the decoder
+// to seek with it, so they cannot disagree on the grid.
+inline ScanGeometry mcu_grid(int64_t width, int64_t height, int components, int max_h, int max_v) {
+  ScanGeometry g;
+  const bool lone = components == 1;
+  g.image_width = width;
+  g.image_height = height;
+  g.mcu_width = lone ? 8 : 8 * max_h;
+  g.mcu_height = lone ? 8 : 8 * max_v;
+  g.mcus_per_row = ceil_div(width, g.mcu_width);
+  g.mcu_rows = ceil_div(height, g.mcu_height);
+  return g;
+}
+
 // A rectangle of MCUs, [row_begin, row_end) x [column_begin, column_end),
 // whose columns are whole segments.
 struct Cut {
@@ -137,8 +157,6 @@ struct Cut {
     return std::min(g.image_width, column_end * g.mcu_width) - left(g);
   }
 };
-
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The smallest segment-aligned rectangle of MCUs that covers the decoded
 // region [top, bottom) x [left, right) -- in pixels of the image decoded at
