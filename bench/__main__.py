@@ -28,7 +28,13 @@ import time  # noqa: E402
 
 from bench import chart, imagenet_bench, operator_bench, pipeline_bench, prepared_bench  # noqa: E402
 
-COMMANDS = ("all", "operator", "pipeline", "imagenet", "prepared", "chart")
+#: The parts, in the order "all" runs them: each module has add_arguments,
+#: run(args, corpus) and format_table(result).
+PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": imagenet_bench,
+         "prepared": prepared_bench}
+#: Parts that generate their own sets of images instead of reading the corpus.
+OWN_IMAGES = ("imagenet", "prepared")
+COMMANDS = ("all", *PARTS, "chart")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,14 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     for command, text in helps.items():
         sub = commands.add_parser(command, help=text, description=text)
         common.add_corpus_arguments(sub)
-        if command in ("all", "operator"):
-            operator_bench.add_arguments(sub)
-        if command in ("all", "pipeline"):
-            pipeline_bench.add_arguments(sub)
-        if command in ("all", "imagenet"):
-            imagenet_bench.add_arguments(sub)
-        if command in ("all", "prepared"):
-            prepared_bench.add_arguments(sub)
+        for part, module in PARTS.items():
+            if command in ("all", part):
+                module.add_arguments(sub)
         output = sub.add_argument_group("output")
         output.add_argument("--name", default=None,
                             help="results file name without .json (default: <UTC time>-<commit>-<command>)")
@@ -85,24 +86,16 @@ def main(argv: list[str] | None = None) -> None:
     machine = common.describe_machine()
     print(common.format_machine(machine), flush=True)
     corpus = None
-    if args.command not in ("imagenet", "prepared"):  # these generate their own sets of images
+    if args.command not in OWN_IMAGES:
         corpus = common.load_corpus(args)
         print(common.describe_corpus(corpus), flush=True)
     results = {"command": args.command, "argv": argv, "machine": machine,
                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
-    if args.command in ("all", "operator"):
-        results["operator"] = operator_bench.run(args, corpus)
-        print("\n" + operator_bench.format_table(results["operator"]), flush=True)
-    if args.command in ("all", "pipeline"):
-        results["pipeline"] = pipeline_bench.run(args, corpus)
-        print("\n" + pipeline_bench.format_table(results["pipeline"]), flush=True)
-    if args.command in ("all", "imagenet"):
-        results["imagenet"] = imagenet_bench.run(args, corpus)
-        print("\n" + imagenet_bench.format_table(results["imagenet"]), flush=True)
-    if args.command in ("all", "prepared"):
-        results["prepared"] = prepared_bench.run(args, corpus)
-        print("\n" + prepared_bench.format_table(results["prepared"]), flush=True)
+    for part, module in PARTS.items():
+        if args.command in ("all", part):
+            results[part] = module.run(args, corpus)
+            print("\n" + module.format_table(results[part]), flush=True)
 
     results["elapsed_s"] = time.perf_counter() - started
     name = args.name or common.default_run_name(args.command, machine)

@@ -194,10 +194,20 @@ def add_corpus_arguments(parser) -> None:
     group.add_argument("--seed", type=int, default=0, help="seed of the images, windows and targets")
 
 
+def recipe_name(kind: str, args, height: int, width: int, *, progressive: bool = False) -> str:
+    """The cache folder of a set of generated images: kind-HxW-qQ-SSS[-prog]-seedN.
+
+    ``kind`` is "photos" (the corpus of the operator and pipeline parts) or
+    "imagenet" (the imagenet part's sets); the prepared part reuses both.
+    """
+    return (f"{kind}-{height}x{width}-q{args.quality}-{args.subsampling.replace(':', '')}"
+            f"{'-prog' if progressive else ''}-seed{args.seed}")
+
+
 def _generated_corpus(args) -> Corpus:
     from custom_op import synthetic
 
-    recipe = f"photos-{args.height}x{args.width}-q{args.quality}-{args.subsampling.replace(':', '')}-seed{args.seed}"
+    recipe = recipe_name("photos", args, args.height, args.width)
     folder = args.cache / recipe
     paths = synthetic.write_jpeg_folder(folder, args.num_images, args.height, args.width,
                                         quality=args.quality, subsampling=args.subsampling, seed=args.seed)

@@ -119,8 +119,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
 
 
 def _files(args: argparse.Namespace, height: int, width: int, count: int) -> tuple[str, list]:
-    recipe = (f"imagenet-{height}x{width}-q{args.quality}-{args.subsampling.replace(':', '')}"
-              f"-seed{args.seed}")
+    recipe = common.recipe_name("imagenet", args, height, width)
     paths = synthetic.write_jpeg_folder(args.cache / recipe, count, height, width, classes=("images",),
                                         quality=args.quality, subsampling=args.subsampling, seed=args.seed)
     return recipe, paths

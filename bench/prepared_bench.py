@@ -45,7 +45,7 @@ import argparse  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+from typing import Any, Callable, NamedTuple  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -53,6 +53,8 @@ import torch  # noqa: E402
 import custom_op  # noqa: E402
 from custom_op import synthetic  # noqa: E402
 from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
+
+from bench import imagenet_bench  # noqa: E402
 
 FULL_ORIGINAL = "custom_op full, original"
 FULL_PREPARED = "custom_op full, prepared"
@@ -68,12 +70,22 @@ CROP_METHODS = (FULL_ORIGINAL, FULL_PREPARED, CROP_ORIGINAL, CROP_NO_SEEK, CROP_
 RRC_METHODS = (RRC_ORIGINAL, RRC_PREPARED, TV_RRC_ORIGINAL, TV_RRC_PREPARED)
 RRC_SIZE = 224
 
-# (label, height, width, progressive, files option, crop target "x full" on prepared files,
-#  RandomResizedCrop target vs torchvision on prepared files; None: no target, "-": not timed)
-SETS = (("800x533 baseline", 533, 800, False, "prepared_images", 2.8, "-"),
-        ("800x533 progressive", 533, 800, True, "prepared_images", None, "-"),
-        ("500x375 baseline", 375, 500, False, "prepared_images", None, None),
-        ("2560x1600 baseline", 1600, 2560, False, "prepared_large_images", 20.0, 2.5))
+class _Set(NamedTuple):
+    label: str
+    kind: str  # "photos" (the operator part's files) or "imagenet" (the imagenet part's)
+    height: int
+    width: int
+    progressive: bool
+    files_option: str
+    crop_target: float | None  # crop vs full decode on prepared files
+    rrc_target: float | None  # RandomResizedCrop vs torchvision on prepared files
+    rrc: bool  # whether RandomResizedCrop windows are timed
+
+
+SETS = (_Set("800x533 baseline", "photos", 533, 800, False, "prepared_images", 2.8, None, False),
+        _Set("800x533 progressive", "photos", 533, 800, True, "prepared_images", None, None, False),
+        _Set("500x375 baseline", "imagenet", 375, 500, False, "prepared_images", None, None, True),
+        _Set("2560x1600 baseline", "imagenet", 1600, 2560, False, "prepared_large_images", 20.0, 2.5, True))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,16 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="windows per 800x533 file; 2560x1600 files get twice as many (default 5)")
 
 
-def _files(args: argparse.Namespace, height: int, width: int, progressive: bool, count: int) -> tuple[str, list]:
-    recipe = (f"photos-{height}x{width}-q{args.quality}-{args.subsampling.replace(':', '')}"
-              f"{'-prog' if progressive else ''}-seed{args.seed}")
-    imagenet = height != 533  # the imagenet part's files
-    if imagenet:
-        recipe = f"imagenet-{recipe[len('photos-'):]}"
-    classes = ("images",) if imagenet else ("class_a", "class_b")
-    paths = synthetic.write_jpeg_folder(args.cache / recipe, count, height, width, classes=classes,
+def _files(args: argparse.Namespace, spec: _Set, count: int) -> tuple[str, list]:
+    """The set's files: the imagenet part's, or the operator part's photos (progressive or not)."""
+    if spec.kind == "imagenet":
+        return imagenet_bench._files(args, spec.height, spec.width, count)
+    recipe = common.recipe_name("photos", args, spec.height, spec.width, progressive=spec.progressive)
+    paths = synthetic.write_jpeg_folder(args.cache / recipe, count, spec.height, spec.width,
                                         quality=args.quality, subsampling=args.subsampling,
-                                        seed=args.seed, progressive=progressive)
+                                        seed=args.seed, progressive=spec.progressive)
     return recipe, paths
 
 
@@ -191,26 +201,26 @@ def _rows(stats: dict[str, dict[str, float]], full_name: str | None, tv_name: st
     return rows
 
 
-def _run_set(args: argparse.Namespace, label: str, height: int, width: int, progressive: bool,
-             count: int, rrc: bool) -> dict[str, Any]:
-    recipe, paths = _files(args, height, width, progressive, count)
+def _run_set(args: argparse.Namespace, spec: _Set) -> dict[str, Any]:
+    height, width = spec.height, spec.width
+    recipe, paths = _files(args, spec, getattr(args, spec.files_option))
     raw = [path.read_bytes() for path in paths]
     prepared_raw, preparation = _prepare_all(raw)
     originals = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in raw]
     prepared = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in prepared_raw]
-    windows = args.prepared_windows * (2 if height == 1600 else 1)
+    windows = args.prepared_windows * (2 if spec.files_option == "prepared_large_images" else 1)
     crop = min(args.crop, height, width)
     rng = np.random.default_rng(args.seed)
     crop_plan = _crop_plan(rng, len(raw), windows, height, width, crop)
     crop_stats = _time(_crop_methods(), originals, prepared, crop_plan)
-    result = {"label": label, "recipe": recipe, "files": len(raw), "height": height, "width": width,
-              "progressive": progressive, "crop": crop, "windows_per_file": windows,
+    result = {"label": spec.label, "recipe": recipe, "files": len(raw), "height": height, "width": width,
+              "progressive": spec.progressive, "crop": crop, "windows_per_file": windows,
               "mean_encoded_bytes": float(np.mean([len(data) for data in raw])),
               "preparation": preparation,
               "crop_methods": _rows(crop_stats, FULL_PREPARED, TV_SLICE),
               "crop_vs_full_prepared": crop_stats[FULL_PREPARED]["median"] / crop_stats[CROP_PREPARED]["median"],
               "crop_vs_full_original": crop_stats[FULL_ORIGINAL]["median"] / crop_stats[CROP_ORIGINAL]["median"]}
-    if rrc:
+    if spec.rrc:
         torch.manual_seed(args.seed)
         sampler = RandomResizedCropJPEG(RRC_SIZE)
         rrc_plan = [(index, tuple(int(v) for v in sampler.get_params(originals[index])))
@@ -225,19 +235,21 @@ def _run_set(args: argparse.Namespace, label: str, height: int, width: int, prog
 def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
     """Prepares and times every set; ``corpus`` is unused (the sets are generated)."""
     sets, targets = [], []
-    for label, height, width, progressive, option, target, rrc_target in SETS:
-        result = _run_set(args, label, height, width, progressive, getattr(args, option), rrc_target != "-")
+    for spec in SETS:
+        result = _run_set(args, spec)
         sets.append(result)
-        if target is not None:
+        if spec.crop_target is not None:
             measured = result["crop_vs_full_prepared"]
-            targets.append({"target": f"{label}, prepared: {result['crop']}x{result['crop']} crop >= {target}x "
-                                      "faster than a full decode of the same file",
-                            "required": target, "measured": measured, "holds": measured >= target})
-        if rrc_target not in (None, "-"):
+            targets.append({"target": f"{spec.label}, prepared: {result['crop']}x{result['crop']} crop >= "
+                                      f"{spec.crop_target}x faster than a full decode of the same file",
+                            "required": spec.crop_target, "measured": measured,
+                            "holds": measured >= spec.crop_target})
+        if spec.rrc_target is not None:
             measured = result["rrc_prepared_vs_torchvision"]
-            targets.append({"target": f"{label}, prepared: RandomResizedCrop({RRC_SIZE}) >= {rrc_target}x "
-                                      "faster than torchvision decode_jpeg + resized_crop",
-                            "required": rrc_target, "measured": measured, "holds": measured >= rrc_target})
+            targets.append({"target": f"{spec.label}, prepared: RandomResizedCrop({RRC_SIZE}) >= "
+                                      f"{spec.rrc_target}x faster than torchvision decode_jpeg + resized_crop",
+                            "required": spec.rrc_target, "measured": measured,
+                            "holds": measured >= spec.rrc_target})
     return {"config": {"seed": args.seed, "quality": args.quality, "subsampling": args.subsampling,
                        "threads": torch.get_num_threads()},
             "sets": sets, "targets": targets}
