@@ -27,7 +27,8 @@ import torch
 from PIL import Image
 
 import custom_op
-import custom_op.prepare as prepare
+from custom_op.prepare import atomic
+from custom_op.prepare import files as prepare_files
 from custom_op._prepare import PreparedJpeg
 from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, TEMPORARY_SUFFIX, main, prepare_tree
 from custom_op.synthetic import make_photo, make_smooth_noise
@@ -189,7 +190,21 @@ def test_summary_gives_the_reason_for_each_copy(prepared) -> None:
 def test_summary_lists_the_outputs_that_grew(prepared) -> None:
     _, dst, summary, files = prepared
     grew = sorted(name for name in JPEG_RECIPES if (dst / name).stat().st_size > len(files[name]))
+    assert grew, "the tree should hold a file that grows (a progressive input)"
     assert summary.larger == grew
+
+
+def test_report_puts_grown_files_in_a_note_not_under_prepared(prepared) -> None:
+    """Files that grew were prepared all the same: they must not read like failures."""
+    _, _, summary, _ = prepared
+    lines = summary.report().splitlines()
+    prepared_line = next(i for i, line in enumerate(lines) if line.startswith("prepared "))
+    assert not lines[prepared_line + 1].startswith("  "), "paths listed under 'prepared'"
+    note = next(i for i, line in enumerate(lines) if line.startswith("note: "))
+    assert lines[note] == (f"note: {len(summary.larger)} prepared files came out larger than "
+                           "their input (written all the same, same pixels; progressive inputs "
+                           "usually grow):")
+    assert lines[note + 1:] == [f"  {path}" for path in summary.larger]
 
 
 def test_report_names_reasons_and_paths(prepared) -> None:
@@ -329,7 +344,7 @@ def test_ctrl_c_while_writing_leaves_only_complete_files(
     names = _write_small_tree(src)
     jpegs = [name for name in names if name.endswith(".jpg")]
     expected = {name: custom_op.prepare_jpeg((src / name).read_bytes()) for name in jpegs}
-    real_write_bytes = prepare._write_bytes
+    real_write_bytes = atomic.write_bytes
     calls = []
 
     def write_half_then_interrupt(data: bytes):
@@ -342,7 +357,7 @@ def test_ctrl_c_while_writing_leaves_only_complete_files(
             raise KeyboardInterrupt
         return write
 
-    monkeypatch.setattr(prepare, "_write_bytes", write_half_then_interrupt)
+    monkeypatch.setattr(atomic, "write_bytes", write_half_then_interrupt)
     assert main([str(src), str(dst), "--workers", "1", "--quiet"]) == 130
     assert "interrupted" in capsys.readouterr().err
     assert _temporaries(dst) == []
@@ -350,7 +365,7 @@ def test_ctrl_c_while_writing_leaves_only_complete_files(
     assert len(written) == 2
     assert all(data == expected[name] for name, data in written.items())
 
-    monkeypatch.setattr(prepare, "_write_bytes", real_write_bytes)
+    monkeypatch.setattr(atomic, "write_bytes", real_write_bytes)
     assert main([str(src), str(dst), "--workers", "1", "--quiet"]) == 0
     assert {name: (dst / name).read_bytes() for name in jpegs} == expected
 
@@ -418,8 +433,8 @@ def test_verify_failure_keeps_the_original(tmp_path: pathlib.Path,
                                            bad_prepare, why: str) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     names = _write_small_tree(src, count=2)
-    real = prepare.prepare_jpeg_with_info
-    monkeypatch.setattr(prepare, "prepare_jpeg_with_info", lambda data: bad_prepare(real, data))
+    real = prepare_files.prepare_jpeg_with_info
+    monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info", lambda data: bad_prepare(real, data))
 
     assert main([str(src), str(dst), "--verify", "--quiet", "--workers", "1"]) == 1
 
@@ -481,7 +496,8 @@ def test_progress_goes_to_stderr_only_when_asked(prepared, tmp_path: pathlib.Pat
     err = capsys.readouterr().err
     assert err.startswith("\r") and err.endswith("\n")
     last = err.rstrip("\n").split("\r")[-1]
-    assert last.startswith(f"{len(ALL_FILES)}/{len(ALL_FILES)} files") and "MB/s  ETA" in last
+    assert last.startswith("custom_op.prepare: 100%")
+    assert f"{len(ALL_FILES)}/{len(ALL_FILES)} files" in last and "B/s" in last
     prepare_tree(src, tmp_path / "hidden", workers=1, progress=False)
     prepare_tree(src, tmp_path / "auto", workers=1, progress=None)  # stderr is not a TTY here
     assert capsys.readouterr().err == ""

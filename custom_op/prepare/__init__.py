@@ -1,0 +1,45 @@
+"""Prepare a dataset for seeking: ``python -m custom_op.prepare SRC DST``.
+
+Every file under SRC is written to the same relative path under DST:
+
+- a JPEG (by content: it starts with FF D8 FF, whatever its name) is rewritten
+  losslessly by :func:`custom_op.prepare_jpeg`: the same pixels, restart
+  markers every few MCUs and optimised Huffman tables, so that
+  decode_and_crop_jpeg decodes only the segments that cover a crop;
+- a tar shard (``*.tar``, WebDataset's format) becomes a tar of the same
+  members in the same order, each JPEG member prepared the same way;
+- anything else (a PNG named .JPEG, a text file, an empty file) and every JPEG
+  that prepare_jpeg refuses (damaged, 12-bit, lossless) is copied byte for
+  byte, and the summary lists it with the reason.
+
+The work runs on every core, resumes an interrupted run (an output at least
+as new as its source is kept), never leaves a half-written file or shard
+under a final name, and ends with a summary::
+
+    python -m custom_op.prepare /data/imagenet/train /data/imagenet-prepared/train --verify
+
+``--verify`` decodes every input and output in full and requires the same
+pixels, and checks that every output is seekable (two full decodes per file).
+
+The same is available from Python::
+
+    from custom_op.prepare import prepare_tree
+    summary = prepare_tree("/data/train", "/data/train-prepared", workers=8)
+    print(summary.report())
+
+The modules, in the order a run uses them: ``cli`` (the command line),
+``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
+``pool`` (worker processes with a bounded queue), ``files`` and ``shards``
+(one file's and one shard's work, in a worker), ``atomic`` (temporary names,
+renames, resuming), ``progress`` (the bar), ``summary`` (counts and report),
+``items`` (the Task and Outcome passed between them). The one-file functions
+themselves are in custom_op/_prepare.py.
+"""
+
+from .atomic import TEMPORARY_SUFFIX
+from .cli import main
+from .files import EMPTY_FILE, NOT_A_JPEG
+from .summary import Summary
+from .tree import prepare_tree
+
+__all__ = ["EMPTY_FILE", "NOT_A_JPEG", "TEMPORARY_SUFFIX", "Summary", "main", "prepare_tree"]

@@ -1,0 +1,80 @@
+"""The command line, ``python -m custom_op.prepare SRC DST``: arguments, summary, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from concurrent.futures.process import BrokenProcessPool
+from typing import Optional, Sequence
+
+from .tree import prepare_tree
+
+PROG = "python -m custom_op.prepare"
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: an int >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Rewrite a tree of JPEG files losslessly (same pixels) with restart markers, "
+                    "so that custom_op decodes a crop in time proportional to the crop. Tar "
+                    "shards (*.tar) are rewritten member by member. Other files are copied "
+                    "unchanged.",
+        epilog="Exit status: 0 done, 1 a file failed verification, could not be read or "
+               "written, or a shard was refused, 2 bad arguments, 130 interrupted (rerun to "
+               "resume).")
+    parser.add_argument("src", metavar="SRC", help="folder to read, searched recursively")
+    parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
+    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
+                        metavar="N", help="processes to use (default: %(default)s, the CPU count)")
+    parser.add_argument("--verify", action="store_true",
+                        help="decode every input and output in full and require equal pixels "
+                             "(about two extra full decodes per file)")
+    parser.add_argument("--force", action="store_true",
+                        help="rewrite outputs that are already at least as new as their source")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (the summary is still printed)")
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Runs the command line; returns the exit status (see ``--help``).
+
+    Args:
+        argv: The arguments after the program name; default ``sys.argv[1:]``.
+
+    Returns:
+        0 when done, 1 after a verification failure, an I/O error or a refused
+        shard, 2 for bad arguments, 130 when interrupted.
+
+    Example:
+        >>> main(["photos", "photos-prepared", "--verify", "--quiet"])
+    """
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        summary = prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
+                               force=args.force, progress=False if args.quiet else None)
+    except ValueError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; the files written are complete, run the same "
+              "command again to resume", file=sys.stderr)
+        return 130
+    except (OSError, BrokenProcessPool) as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 1
+    print(summary.report())
+    return summary.exit_code

@@ -1,0 +1,69 @@
+"""What the parent sends a worker (a Task) and what comes back (Outcomes).
+
+A Task is one file of SRC: a plain file, or a tar shard whose members are
+handled one by one. An Outcome says what happened to one file or one shard
+member. Both are small picklable tuples, because they cross process
+boundaries; nothing here touches a file.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .._errors import JpegDecodeError
+
+# Outcome kinds, for files and shard members alike.
+PREPARED = "prepared"
+COPIED = "copied"
+VERIFY_FAILED = "verify_failed"
+ERROR = "error"
+# Shard members that are not JPEGs and are not named like one (key.cls, key.json): a shard's
+# ordinary metadata, copied as it is and counted, not listed.
+OTHER_MEMBER = "other_member"
+# Outcome kinds for a shard as a whole.
+SHARD_WRITTEN = "shard_written"
+SHARD_REFUSED = "shard_refused"
+
+#: The suffix that makes a file of SRC a tar shard (case-insensitive), as WebDataset names them.
+SHARD_SUFFIX = ".tar"
+
+
+class Task(NamedTuple):
+    """One file to handle; paths are absolute except ``relative``."""
+
+    relative: str
+    source: str
+    destination: str
+    size: int
+    #: The source's times when it was listed, before it was read: stamped on the output, so a
+    #: source changed while it was being read looks newer than its output and is redone.
+    times_ns: tuple[int, int]
+
+    @property
+    def is_shard(self) -> bool:
+        return self.relative.lower().endswith(SHARD_SUFFIX)
+
+
+class Outcome(NamedTuple):
+    """What happened to one file, one shard member or one shard, sent back from a worker."""
+
+    relative: str  # a shard member's is "shard.tar:member/name"
+    kind: str
+    reason: str = ""  # why it was copied, failed verification, hit an error or was refused
+    size_in: int = 0
+    size_out: int = 0
+    was_progressive: bool = False
+    seconds: float = 0.0  # all the work on this file or shard, verification included
+    verify_seconds: float = 0.0
+    #: A member of a shard: its bytes are counted in the shard's, not again on their own.
+    member: bool = False
+
+
+def describe(error: BaseException) -> str:
+    """A one-line reason for an error: its message, with the type when that says more."""
+    if isinstance(error, JpegDecodeError):
+        return str(error)
+    if isinstance(error, OSError) and error.strerror:
+        # The file named may be the source or the output, so it is worth its length.
+        return f"{error.strerror}: {error.filename}" if error.filename else error.strerror
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,175 @@
+"""One tar shard's work, in a worker: the same shard with every JPEG member prepared.
+
+A shard (``*.tar`` in SRC, WebDataset's format: ``key.jpg``, ``key.cls``, ...)
+is read and written as a stream, member by member, so a shard of any size
+needs memory for one member only. The output has the same members in the same
+order with the same header metadata (name, mode, owner, times, type); JPEG
+members are prepared (or kept when prepare_jpeg refuses them, or when
+verification fails), every other member is copied byte for byte. The whole
+shard is written under a temporary name and renamed, so DST never holds part
+of a shard under its final name.
+
+A shard is refused (nothing written, the reason in the summary) when it is
+not a tar, when it is truncated, or when a sample key repeats: WebDataset
+groups consecutive members by key, so a repeated key would split or merge
+samples in training.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import posixpath
+import tarfile
+import time
+from typing import BinaryIO, Optional
+
+from . import atomic
+from .files import EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, rewrite_jpeg
+from .items import (COPIED, ERROR, OTHER_MEMBER, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task,
+                    describe)
+from .pool import stop_requested
+
+#: Member names that say "JPEG": one that is not a JPEG by content is listed as a copy.
+_JPEG_SUFFIXES = (".jpg", ".jpeg")
+# A tar ends with two zero blocks; without them the shard was cut short (at a member boundary,
+# or inside a header, which tarfile alone would take for the end).
+_END_OF_ARCHIVE = 2 * tarfile.BLOCKSIZE
+_READ_SIZE = 1 << 16
+
+
+class ShardRefused(Exception):
+    """The shard cannot be written faithfully; the message says why."""
+
+
+class _Interrupted(Exception):
+    """The parent asked the workers to stop; the shard's temporary file is dropped."""
+
+
+class _Prefixed:
+    """A file object reading ``head`` and then the rest of ``stream``, for tarfile.addfile."""
+
+    def __init__(self, head: bytes, stream: BinaryIO) -> None:
+        self.head, self.stream = head, stream
+
+    def read(self, size: int = -1) -> bytes:
+        if not self.head:
+            return self.stream.read(size)
+        if size < 0:
+            data, self.head = self.head + self.stream.read(), b""
+            return data
+        data, self.head = self.head[:size], self.head[size:]
+        return data + self.stream.read(size - len(data)) if size > len(data) else data
+
+
+class _Keys:
+    """Refuses a member name seen before, or a sample key that comes back after another key."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.finished: set[str] = set()
+        self.current: Optional[str] = None
+
+    def check(self, name: str) -> None:
+        if name in self.names:
+            raise ShardRefused(f"duplicate member {name!r}")
+        self.names.add(name)
+        folder, base = posixpath.split(name)
+        if "." not in base:
+            return  # WebDataset ignores members without an extension
+        key = posixpath.join(folder, base.split(".", 1)[0])
+        if key != self.current:
+            if key in self.finished:
+                raise ShardRefused(f"duplicate key {key!r}: member {name!r} comes after "
+                                   "another sample's members")
+            if self.current is not None:
+                self.finished.add(self.current)
+            self.current = key
+
+
+def _check_end(raw: BinaryIO, end: int, size: int) -> None:
+    """Requires the end-of-archive blocks at ``end`` and nothing but zeros after them."""
+    if size - end < _END_OF_ARCHIVE:
+        raise ShardRefused(f"truncated tar: it ends at byte {size} without the end-of-archive "
+                           f"blocks (the last complete member ends at byte {end})")
+    raw.seek(end)
+    while block := raw.read(_READ_SIZE):
+        if block.count(0) != len(block):
+            raise ShardRefused(f"truncated or damaged tar: unreadable header at byte {end}")
+
+
+def _copy_member(writer: tarfile.TarFile, info: tarfile.TarInfo, data: bytes) -> None:
+    """Writes ``info`` with new content ``data`` (only the size changes in the header)."""
+    new = copy.copy(info)
+    new.size = len(data)
+    new.pax_headers = {key: value for key, value in info.pax_headers.items() if key != "size"}
+    writer.addfile(new, io.BytesIO(data))
+
+
+def _member(shard: str, info: tarfile.TarInfo, reader: tarfile.TarFile,
+            writer: tarfile.TarFile, verify: bool) -> Outcome:
+    """Writes one regular member to ``writer``; what happened to it."""
+    path = f"{shard}:{info.name}"
+    stream = reader.extractfile(info)
+    head = stream.read(SIGNATURE_LENGTH)
+    if is_jpeg(head):
+        data = head + stream.read()
+        rewrite = rewrite_jpeg(data, verify)
+        _copy_member(writer, info, rewrite.data)
+        return Outcome(path, rewrite.kind, rewrite.reason, len(data), len(rewrite.data),
+                       rewrite.was_progressive, verify_seconds=rewrite.verify_seconds,
+                       member=True)
+    writer.addfile(info, _Prefixed(head, stream))
+    if info.name.lower().endswith(_JPEG_SUFFIXES):
+        return Outcome(path, COPIED, NOT_A_JPEG if info.size else EMPTY_FILE, info.size,
+                       info.size, member=True)
+    return Outcome(path, OTHER_MEMBER, "", info.size, info.size, member=True)
+
+
+def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) -> None:
+    """Streams the shard ``task.source`` into ``temporary``, member by member."""
+    keys = _Keys()
+    with open(task.source, "rb") as raw, open(temporary, "wb") as out:
+        size = os.fstat(raw.fileno()).st_size
+        try:
+            with tarfile.open(fileobj=raw, mode="r|") as reader, \
+                    tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as writer:
+                for info in reader:
+                    if stop_requested():
+                        raise _Interrupted
+                    keys.check(info.name)
+                    if info.isfile():
+                        outcomes.append(_member(task.relative, info, reader, writer, verify))
+                    else:
+                        writer.addfile(info)  # folders, links: their header is all there is
+                end = reader.offset
+        except tarfile.ReadError as error:
+            where = f" after member {outcomes[-1].relative.split(':', 1)[1]!r}" if outcomes else ""
+            raise ShardRefused(f"truncated or not a tar{where}: {error}") from None
+        _check_end(raw, end, size)
+
+
+def handle_shard(task: Task, verify: bool) -> list[Outcome]:
+    """Writes one shard's output; the outcomes of its members and of the shard.
+
+    Never raises for a bad shard: it is refused (nothing written under its name)
+    with the reason.
+    """
+    start = time.perf_counter()
+    outcomes: list[Outcome] = []
+    try:
+        os.makedirs(os.path.dirname(task.destination), exist_ok=True)
+        atomic.replace_atomically(
+            task, lambda temporary: _rewrite(task, temporary, verify, outcomes))
+        shard = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
+                        os.path.getsize(task.destination))
+    except _Interrupted:
+        return []
+    except ShardRefused as refusal:
+        return [Outcome(task.relative, SHARD_REFUSED, str(refusal), task.size,
+                        seconds=time.perf_counter() - start)]
+    except Exception as error:  # noqa: BLE001 - one unreadable shard must not end a long run
+        return [Outcome(task.relative, ERROR, describe(error), task.size,
+                        seconds=time.perf_counter() - start)]
+    return outcomes + [shard._replace(seconds=time.perf_counter() - start)]
