@@ -205,7 +205,7 @@ def recipe_name(kind: str, args, height: int, width: int, *, progressive: bool =
 
 
 def _generated_corpus(args) -> Corpus:
-    from custom_op import synthetic
+    import synthetic
 
     recipe = recipe_name("photos", args, args.height, args.width)
     folder = args.cache / recipe

@@ -58,7 +58,8 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import custom_op  # noqa: E402
-from custom_op import _decode, synthetic  # noqa: E402
+from custom_op import _decode  # noqa: E402
+import synthetic  # noqa: E402
 from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
 
 SIZE = 224

@@ -6,7 +6,7 @@ Run from the repository root:
     python -m bench prepared --prepared-images 20 --prepared-windows 4
     python -m bench.prepared_bench --help          # the same, without the chart
 
-Four sets of photo-like JPEGs (custom_op.synthetic, Pillow, quality 90, 4:2:0),
+Four sets of photo-like JPEGs (synthetic.make_photo, Pillow, quality 90, 4:2:0),
 width x height: 800x533 baseline (the operator benchmark's files), 800x533
 progressive, and 500x375 and 2560x1600 baseline (the imagenet benchmark's
 files). Each
@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import custom_op  # noqa: E402
-from custom_op import synthetic  # noqa: E402
+import synthetic  # noqa: E402
 from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
 
 from bench import imagenet_bench  # noqa: E402

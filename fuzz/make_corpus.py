@@ -35,7 +35,7 @@ def _load(name: str, path: pathlib.Path):
 
 
 jpegenc = _load("jpegenc", ROOT / "tests" / "jpegenc.py")
-synthetic = _load("_synthetic", ROOT / "custom_op" / "synthetic.py")
+synthetic = _load("_synthetic", ROOT / "synthetic" / "images.py")
 
 _SHORT = {"4:4:4": "444", "4:2:2": "422", "4:2:0": "420", "4:4:0": "440", "4:1:1": "411",
           "gray": "gray"}

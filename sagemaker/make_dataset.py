@@ -3,31 +3,24 @@
 
     python sagemaker/make_dataset.py DATA_DIR [--images 64] [--height 180] [--width 240]
 
-It loads custom_op/synthetic.py by its path rather than importing the
-custom_op package: ``import custom_op`` would build the native extension,
-and run_local.sh wants that build to happen inside the training job.
-synthetic.py needs only numpy and Pillow.
+The images come from the repository's ``synthetic`` package (numpy and
+Pillow only). It does not import custom_op, whose native extension
+run_local.sh wants built inside the training job.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+# Run as a script, this file's folder is on the path, not the repository root that holds
+# synthetic/ (tests and bench get the root from pytest's pythonpath and from `python -m`).
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
 
-
-def load_synthetic():
-    path = REPO / "custom_op" / "synthetic.py"
-    if not path.is_file():
-        raise SystemExit(f"make_dataset.py: {path} is missing")
-    spec = importlib.util.spec_from_file_location("custom_op_synthetic_standalone", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses and the like look modules up by name
-    spec.loader.exec_module(module)
-    return module
+import synthetic  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -39,7 +32,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--classes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    synthetic = load_synthetic()
     classes = tuple(f"class_{chr(ord('a') + i)}" for i in range(args.classes))
     paths = synthetic.write_jpeg_folder(args.root, args.images, args.height, args.width,
                                         classes=classes, seed=args.seed)

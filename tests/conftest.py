@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from custom_op.synthetic import make_checkerboard, make_photo, make_smooth_noise
+from synthetic import make_checkerboard, make_photo, make_smooth_noise
 from jpegenc import encode
 
 Recipe = dict[str, Any]

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 import custom_op
 from _datasets import EncodedJpegFolder
-from custom_op.synthetic import write_jpeg_folder
+from synthetic import write_jpeg_folder
 from custom_op.transforms import RandomCropJPEG
 
 CONTEXTS = ["fork", "spawn"]

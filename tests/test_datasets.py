@@ -25,7 +25,7 @@ from torchvision.transforms.v2 import functional as v2_functional
 
 import custom_op
 from custom_op.datasets import JpegFolder, load_sample
-from custom_op.synthetic import make_smooth_noise, write_jpeg_folder
+from synthetic import make_smooth_noise, write_jpeg_folder
 from custom_op.transforms import CenterCropJPEG, RandomResizedCropJPEG
 
 CLASSES = ("cat", "dog", "eel")

@@ -26,7 +26,7 @@ import torch
 from PIL import Image
 
 import custom_op
-from custom_op.synthetic import make_photo
+from synthetic import make_photo
 
 MODES = ("rgb", "gray", "unchanged")
 # Generous for a machine busy with other work: these files decode in about a

@@ -21,7 +21,7 @@ from PIL import Image
 import custom_op
 from custom_op import _C
 from custom_op._prepare import prepare_jpeg_with_info
-from custom_op.synthetic import make_photo
+from synthetic import make_photo
 from jpegenc import encode
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from custom_op.prepare import atomic
 from custom_op.prepare import files as prepare_files
 from custom_op._prepare import PreparedJpeg
 from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, TEMPORARY_SUFFIX, main, prepare_tree
-from custom_op.synthetic import make_photo, make_smooth_noise
+from synthetic import make_photo, make_smooth_noise
 from jpegenc import encode
 
 REPO = pathlib.Path(custom_op.__file__).resolve().parent.parent

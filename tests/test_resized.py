@@ -19,7 +19,7 @@ from torchvision.transforms.v2 import functional as F
 
 import custom_op
 from custom_op._decode import choose_scale
-from custom_op.synthetic import make_photo
+from synthetic import make_photo
 from jpegenc import encode
 
 MODE_CODES = {"rgb": 0, "gray": 1, "unchanged": 2}

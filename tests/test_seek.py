@@ -21,7 +21,7 @@ import torch
 
 import custom_op
 from _windows import mismatches, report, windows_for
-from custom_op.synthetic import make_photo
+from synthetic import make_photo
 from jpegenc import encode
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as v2_functional
 
 import custom_op
-from custom_op.synthetic import make_smooth_noise
+from synthetic import make_smooth_noise
 from custom_op.transforms import CenterCropJPEG, RandomCropJPEG, RandomResizedCropJPEG
 
 if TYPE_CHECKING:
