@@ -89,14 +89,14 @@ class _Keys:
 
 
 def _check_end(raw: BinaryIO, end: int, size: int) -> None:
-    """Requires the end-of-archive blocks at ``end`` and nothing but zeros after them."""
-    if size - end < _END_OF_ARCHIVE:
-        raise ShardRefused(f"truncated tar: it ends at byte {size} without the end-of-archive "
-                           f"blocks (the last complete member ends at byte {end})")
+    """Requires nothing but zeros from ``end`` on, and at least the two end-of-archive blocks."""
     raw.seek(end)
     while block := raw.read(_READ_SIZE):
         if block.count(0) != len(block):
             raise ShardRefused(f"truncated or damaged tar: unreadable header at byte {end}")
+    if size - end < _END_OF_ARCHIVE:
+        raise ShardRefused(f"truncated tar: it ends at byte {size} without the end-of-archive "
+                           f"blocks (the last complete member ends at byte {end})")
 
 
 def _copy_member(writer: tarfile.TarFile, info: tarfile.TarInfo, data: bytes) -> None:
@@ -130,6 +130,7 @@ def _member(shard: str, info: tarfile.TarInfo, reader: tarfile.TarFile,
 def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) -> None:
     """Streams the shard ``task.source`` into ``temporary``, member by member."""
     keys = _Keys()
+    where = ""  # where reading stopped, for the reason of a refusal
     with open(task.source, "rb") as raw, open(temporary, "wb") as out:
         size = os.fstat(raw.fileno()).st_size
         try:
@@ -138,14 +139,15 @@ def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) 
                 for info in reader:
                     if stop_requested():
                         raise _Interrupted
+                    where = f" in member {info.name!r}"
                     keys.check(info.name)
                     if info.isfile():
                         outcomes.append(_member(task.relative, info, reader, writer, verify))
                     else:
                         writer.addfile(info)  # folders, links: their header is all there is
+                    where = f" after member {info.name!r}"
                 end = reader.offset
         except tarfile.ReadError as error:
-            where = f" after member {outcomes[-1].relative.split(':', 1)[1]!r}" if outcomes else ""
             raise ShardRefused(f"truncated or not a tar{where}: {error}") from None
         _check_end(raw, end, size)
 
