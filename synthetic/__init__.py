@@ -9,8 +9,13 @@ the root, a path line in the scripts).
 
 - ``images``: photo-like pixels (dead leaves), noise, checkerboards, and
   ImageFolder trees of such JPEGs.
+- ``shards``: WebDataset-style tar shards (key.jpg, key.cls) of those images,
+  or of any ImageFolder-style tree.
 """
 
-from .images import make_checkerboard, make_photo, make_smooth_noise, write_jpeg_folder
+from .images import (make_checkerboard, make_photo, make_smooth_noise, photo_jpeg,
+                     write_jpeg_folder)
+from .shards import folder_samples, generated_samples, write_shards
 
-__all__ = ["make_checkerboard", "make_photo", "make_smooth_noise", "write_jpeg_folder"]
+__all__ = ["folder_samples", "generated_samples", "make_checkerboard", "make_photo",
+           "make_smooth_noise", "photo_jpeg", "write_jpeg_folder", "write_shards"]

@@ -8,6 +8,7 @@ and Pillow are used, so the module imports without torch.
 
 from __future__ import annotations
 
+import io
 import os
 import pathlib
 from collections.abc import Sequence
@@ -211,11 +212,20 @@ def write_jpeg_folder(
         if _has_size(path, height, width):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        # SeedSequence mixes (seed, index), so different seeds never share images.
-        image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-        pixels = Image.fromarray(make_photo(height, width, image_seed))
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        pixels.save(temporary, format="JPEG", quality=quality, subsampling=subsampling,
-                    progressive=progressive)
+        temporary.write_bytes(photo_jpeg(height, width, seed, index, quality=quality,
+                                         subsampling=subsampling, progressive=progressive))
         os.replace(temporary, path)
     return sorted(paths)
+
+
+def photo_jpeg(height: int, width: int, seed: int, index: int, *, quality: int = 90,
+               subsampling: str = "4:2:0", progressive: bool = False) -> bytes:
+    """The JPEG (encoded by Pillow) of image ``index`` of a generated set, as write_jpeg_folder
+    writes it: the same (seed, index) gives the same bytes, in a folder or in a shard."""
+    # SeedSequence mixes (seed, index), so different seeds never share images.
+    image_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+    buffer = io.BytesIO()
+    Image.fromarray(make_photo(height, width, image_seed)).save(
+        buffer, format="JPEG", quality=quality, subsampling=subsampling, progressive=progressive)
+    return buffer.getvalue()
