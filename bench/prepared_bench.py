@@ -29,6 +29,11 @@ in the imagenet part) with custom_op.decode_and_resized_crop_jpeg on the origina
 the prepared file, against torchvision's decode_jpeg + resized_crop
 (antialiased) of the original and of the prepared file.
 
+Last, python -m custom_op.prepare (prepare_tree) over the 800x533 baseline
+files laid out as a folder and as tar shards (synthetic.write_shards, four
+shards), with one worker and with two, runs interleaved: images/s and MB/s of
+JPEG input, per core. Target (shards): shards within 10% of the folder per core.
+
 "x full" is the file's own full decode over the crop: how much of a decode
 the crop saves. Targets (issue 4): on prepared 800x533 baseline files a crop
 at least 2.8x faster than a full decode of the same file, on prepared
@@ -42,7 +47,11 @@ from __future__ import annotations
 from bench import common  # first: pins thread counts before torch loads
 
 import argparse  # noqa: E402
+import math  # noqa: E402
+import pathlib  # noqa: E402
+import shutil  # noqa: E402
 import statistics  # noqa: E402
+import tempfile  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from typing import Any, Callable, NamedTuple  # noqa: E402
@@ -96,6 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="2560x1600 files (default 8)")
     group.add_argument("--prepared-windows", type=int, default=5,
                        help="windows per 800x533 file; 2560x1600 files get twice as many (default 5)")
+    group.add_argument("--prepared-tool-rounds", type=int, default=3,
+                       help="runs of the prepare tool per layout and worker count (default 3)")
 
 
 def _files(args: argparse.Namespace, spec: _Set, count: int) -> tuple[str, list]:
@@ -232,6 +243,44 @@ def _run_set(args: argparse.Namespace, spec: _Set) -> dict[str, Any]:
     return result
 
 
+TOOL_SHARDS = 4  # the files in four shards: two per worker with two workers
+TOOL_TARGET = 0.9  # shards' throughput per core, as a fraction of the folder's
+
+
+def _tool_throughput(args: argparse.Namespace) -> dict[str, Any]:
+    """prepare_tree over the same JPEGs as a folder and as tar shards, interleaved; medians."""
+    from custom_op.prepare import prepare_tree
+
+    _, paths = _files(args, SETS[0], args.prepared_images)
+    jpeg_bytes = sum(path.stat().st_size for path in paths)
+    seconds: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="custom_op-prepare-tool-") as scratch:
+        root = pathlib.Path(scratch)
+        (root / "folder").mkdir()
+        for path in paths:
+            shutil.copyfile(path, root / "folder" / path.name)
+        synthetic.write_shards(((path.read_bytes(), 0) for path in paths), root / "shards",
+                               math.ceil(len(paths) / TOOL_SHARDS))
+        for round_number in range(args.prepared_tool_rounds):
+            layouts = ("folder", "shards") if round_number % 2 == 0 else ("shards", "folder")
+            for workers in (1, 2):
+                for layout in layouts:
+                    summary = prepare_tree(root / layout, root / "out", workers=workers, progress=False)
+                    assert summary.prepared == len(paths) and summary.exit_code == 0, summary.report()
+                    seconds.setdefault((layout, workers), []).append(summary.elapsed_seconds)
+                    shutil.rmtree(root / "out")
+    rows = []
+    for (layout, workers), times in sorted(seconds.items(), key=lambda item: (item[0][1], item[0][0])):
+        median = statistics.median(times)
+        rows.append({"layout": layout, "workers": workers, "median_s": median, "runs": len(times),
+                     "images_per_s": len(paths) / median, "mb_per_s": jpeg_bytes / 1e6 / median,
+                     "images_per_s_per_core": len(paths) / median / workers})
+    per_core = {(row["layout"], row["workers"]): row["images_per_s_per_core"] for row in rows}
+    ratios = {workers: per_core[("shards", workers)] / per_core[("folder", workers)] for workers in (1, 2)}
+    return {"files": len(paths), "shards": TOOL_SHARDS, "jpeg_bytes": jpeg_bytes, "rows": rows,
+            "shards_vs_folder": {str(workers): ratio for workers, ratio in ratios.items()}}
+
+
 def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
     """Prepares and times every set; ``corpus`` is unused (the sets are generated)."""
     sets, targets = [], []
@@ -250,9 +299,14 @@ def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[s
                                       f"{spec.rrc_target}x faster than torchvision decode_jpeg + resized_crop",
                             "required": spec.rrc_target, "measured": measured,
                             "holds": measured >= spec.rrc_target})
+    tool = _tool_throughput(args)
+    for workers, measured in tool["shards_vs_folder"].items():
+        targets.append({"target": f"prepare tool, {workers} worker(s): shards >= {TOOL_TARGET:.0%} of the "
+                                  "folder's images/s per core", "required": TOOL_TARGET,
+                        "measured": measured, "holds": measured >= TOOL_TARGET})
     return {"config": {"seed": args.seed, "quality": args.quality, "subsampling": args.subsampling,
                        "threads": torch.get_num_threads()},
-            "sets": sets, "targets": targets}
+            "sets": sets, "prepare_tool": tool, "targets": targets}
 
 
 def _method_table(rows: list[dict[str, Any]], with_full: bool) -> str:
@@ -290,6 +344,16 @@ def format_table(result: dict[str, Any]) -> str:
             lines += [f"{item['label']}: RandomResizedCrop({RRC_SIZE}) windows; prepared vs the faster "
                       f"torchvision: {item['rrc_prepared_vs_torchvision']:.2f}x", "",
                       _method_table(item["rrc_methods"], with_full=False), ""]
+    tool = result["prepare_tool"]
+    lines += [f"python -m custom_op.prepare over {tool['files']} 800x533 files as a folder and as {tool['shards']} "
+              "tar shards (MB/s of JPEG input; medians)", "",
+              common.markdown_table(
+                  ["layout", "workers", "median s", "images/s", "MB/s", "images/s per core", "shards vs folder"],
+                  [[row["layout"], str(row["workers"]), f"{row['median_s']:.3f}", f"{row['images_per_s']:.0f}",
+                    f"{row['mb_per_s']:.1f}", f"{row['images_per_s_per_core']:.0f}",
+                    common.format_ratio(tool["shards_vs_folder"][str(row["workers"])])
+                    if row["layout"] == "shards" else ""] for row in tool["rows"]],
+                  right=[False] + [True] * 6), ""]
     lines.append("Targets:")
     for target in result["targets"]:
         lines.append(f"  [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
