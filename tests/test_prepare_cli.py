@@ -29,6 +29,7 @@ from PIL import Image
 import custom_op
 from custom_op.prepare import atomic
 from custom_op.prepare import files as prepare_files
+from custom_op.prepare.progress import Progress
 from custom_op._prepare import PreparedJpeg
 from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, TEMPORARY_SUFFIX, main, prepare_tree
 from synthetic import make_photo, make_smooth_noise
@@ -515,3 +516,19 @@ def test_command_line_verifies_and_prints_the_summary(prepared, tmp_path: pathli
     assert f"prepared             {len(JPEG_RECIPES)} " in result.stdout
     assert "failed verification  0" in result.stdout
     assert _files(tmp_path / "out") == _files(dst)
+
+
+def test_progress_is_drawn_on_a_terminal_that_reports_no_size(
+        prepared, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Some pseudo-terminals report 0 x 0; tqdm, left to probe, would then draw nothing at all."""
+    src, _, _, _ = prepared
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    monkeypatch.setattr(os, "get_terminal_size", lambda *args: os.terminal_size((0, 0)))
+    bar = Progress(total_files=1, total_bytes=10, enabled=True)
+    assert (bar.bar.ncols, bar.bar.nrows) == (80, 24)
+    bar.close()
+    prepare_tree(src, tmp_path / "shown", workers=1, progress=True)
+    last = capsys.readouterr().err.rstrip("\n").split("\r")[-1]
+    assert f"{len(ALL_FILES)}/{len(ALL_FILES)} files" in last

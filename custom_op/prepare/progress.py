@@ -7,6 +7,7 @@ right for both. It is drawn only when asked, or when stderr is a terminal.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from typing import Optional, Sequence
 
@@ -17,6 +18,13 @@ from .items import Outcome
 _REFRESH_SECONDS = 0.2  # at most 5 redraws per second
 
 
+def _screen() -> dict[str, int]:
+    """The terminal's size, or 80 x 24 where it reports none: at a reported size of 0 x 0 (some
+    pseudo-terminals, a container's exec before its first resize) tqdm would draw nothing."""
+    size = shutil.get_terminal_size(fallback=(80, 24))
+    return {"ncols": size.columns, "nrows": size.lines}
+
+
 class Progress:
     """Advanced by the outcomes of each finished chunk; ``close`` ends the line."""
 
@@ -25,7 +33,7 @@ class Progress:
         show = sys.stderr.isatty() if enabled is None else enabled
         self.bar = tqdm(total=total_bytes, unit="B", unit_scale=True, unit_divisor=1000,
                         mininterval=_REFRESH_SECONDS, disable=not show or not total_files,
-                        file=sys.stderr, dynamic_ncols=True, desc="custom_op.prepare")
+                        file=sys.stderr, desc="custom_op.prepare", **_screen())
         self.bar.set_postfix_str(self._files_text(), refresh=False)
 
     def _files_text(self) -> str:
