@@ -16,10 +16,8 @@ from __future__ import annotations
 import io
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -33,6 +31,7 @@ from custom_op.prepare.progress import Progress
 from custom_op._prepare import PreparedJpeg
 from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, TEMPORARY_SUFFIX, main, prepare_tree
 from synthetic import make_photo, make_smooth_noise
+from _interrupt import interrupt_prepare
 from jpegenc import encode
 
 REPO = pathlib.Path(custom_op.__file__).resolve().parent.parent
@@ -379,21 +378,9 @@ def test_sigint_stops_the_pool_with_complete_files(tmp_path: pathlib.Path) -> No
         (src / f"{index % 4}").mkdir(parents=True, exist_ok=True)
         (src / f"{index % 4}" / f"{index:03d}.jpg").write_bytes(data)
     expected = custom_op.prepare_jpeg(data)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "custom_op.prepare", str(src), str(dst), "--workers", "2",
-         "--verify", "--quiet"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not any(dst.rglob("*.jpg")) and process.poll() is None:
-            assert time.monotonic() < deadline, "no output appeared within 60 s"
-            time.sleep(0.01)
-        os.killpg(process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stderr.decode()
+    status, stderr = interrupt_prepare([str(src), str(dst), "--workers", "2", "--verify",
+                                        "--quiet"], started=lambda: any(dst.rglob("*.jpg")))
+    assert status == 130, stderr.decode()
     assert b"Traceback" not in stderr
     outputs = _files(dst)
     assert 0 < len(outputs) < 400

@@ -13,10 +13,6 @@ from __future__ import annotations
 
 import io
 import os
-import signal
-import subprocess
-import sys
-import time
 import pathlib
 import tarfile
 
@@ -30,10 +26,10 @@ from custom_op.prepare import TEMPORARY_SUFFIX, NOT_A_JPEG, main, prepare_tree
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import shards as prepare_shards
 from custom_op._prepare import PreparedJpeg
+from _interrupt import interrupt_prepare
 from jpegenc import encode
 from synthetic import make_photo, make_smooth_noise
 
-REPO = pathlib.Path(custom_op.__file__).resolve().parent.parent
 LONG_NAME = "sub/" + "long-ünïcode-name-" * 8 + ".jpg"
 
 
@@ -343,21 +339,9 @@ def test_sigint_stops_the_pool_between_members(tmp_path: pathlib.Path) -> None:
     for shard in range(6):
         _write_tar(src / f"s{shard}.tar", [(f"{index:04d}.jpg", data) for index in range(60)])
     expected = custom_op.prepare_jpeg(data)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "custom_op.prepare", str(src), str(dst), "--workers", "2",
-         "--verify", "--quiet"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not _temporaries(dst) and process.poll() is None:
-            assert time.monotonic() < deadline, "no shard was started within 60 s"
-            time.sleep(0.01)
-        os.killpg(process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stderr.decode()
+    status, stderr = interrupt_prepare([str(src), str(dst), "--workers", "2", "--verify",
+                                        "--quiet"], started=lambda: bool(_temporaries(dst)))
+    assert status == 130, stderr.decode()
     assert b"Traceback" not in stderr
     assert _temporaries(dst) == []
     written = sorted(dst.glob("*.tar"))

@@ -1,0 +1,35 @@
+"""A real Ctrl-C for the prepare tool's tests: the tool in its own session, SIGINT to the group."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def interrupt_prepare(args: Sequence[str], started: Callable[[], bool]) -> tuple[int, bytes]:
+    """Runs ``python -m custom_op.prepare ARGS``, sends Ctrl-C once ``started()``; (status, stderr).
+
+    SIGINT goes to the whole process group, parent and workers, as a terminal
+    sends it. Fails the test if ``started()`` is not true within 60 s.
+    """
+    process = subprocess.Popen([sys.executable, "-m", "custom_op.prepare", *args], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not started() and process.poll() is None:
+            assert time.monotonic() < deadline, "the run did not start writing within 60 s"
+            time.sleep(0.01)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    return process.returncode, stderr
