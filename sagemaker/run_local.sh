@@ -13,6 +13,8 @@
 #   WORK_DIR    where to put the job's folders (default: a new temporary folder)
 #   NPROC       ranks (default 2); NUM_IMAGES (default 64), IMAGE_HEIGHT x IMAGE_WIDTH
 #               of the generated JPEGs (default 180 x 240)
+#   DATA_FORMAT folder (default: an ImageFolder tree) or webdataset (tar shards of
+#               SAMPLES_PER_SHARD samples, default 8, read by train.py --data-format webdataset)
 # Uses CPUs (gloo) here; on a GPU machine train.py picks nccl.
 set -euo pipefail
 
@@ -26,6 +28,14 @@ NPROC="${NPROC:-2}"
 NUM_IMAGES="${NUM_IMAGES:-64}"
 IMAGE_HEIGHT="${IMAGE_HEIGHT:-180}"
 IMAGE_WIDTH="${IMAGE_WIDTH:-240}"
+DATA_FORMAT="${DATA_FORMAT:-folder}"
+SAMPLES_PER_SHARD="${SAMPLES_PER_SHARD:-8}"
+case "$DATA_FORMAT" in
+  folder) DATASET_ARGS=(); TRAIN_ARGS=() ;;
+  webdataset) DATASET_ARGS=(--shards --samples-per-shard "$SAMPLES_PER_SHARD")
+              TRAIN_ARGS=(--data-format webdataset) ;;
+  *) echo "run_local.sh: DATA_FORMAT must be folder or webdataset, not '$DATA_FORMAT'" >&2; exit 2 ;;
+esac
 WORK_DIR="${WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/custom_op-sagemaker-local.XXXXXX")}"
 mkdir -p "$WORK_DIR"
 WORK_DIR="$(cd "$WORK_DIR" && pwd)"
@@ -48,13 +58,13 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 echo "run_local.sh: work folder $WORK_DIR"
 "$PY" sagemaker/make_dataset.py "$SM_CHANNEL_TRAIN" --images "$NUM_IMAGES" \
-  --height "$IMAGE_HEIGHT" --width "$IMAGE_WIDTH"
+  --height "$IMAGE_HEIGHT" --width "$IMAGE_WIDTH" ${DATASET_ARGS[@]+"${DATASET_ARGS[@]}"}
 
 echo "run_local.sh: torchrun --standalone --nproc_per_node $NPROC sagemaker/train.py"
 started=$(date +%s)
 # python -m torch.distributed.run is torchrun, from the same environment as $PY.
 "$PY" -m torch.distributed.run --standalone --nproc_per_node "$NPROC" sagemaker/train.py \
   --epochs 2 --max-steps 8 --batch-size 8 --crop-size 128 --num-workers 1 --log-interval 2 \
-  "$@"
+  ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"} "$@"
 echo "run_local.sh: the job took $(( $(date +%s) - started )) s; model: $SM_MODEL_DIR/model.pth," \
   "metrics: $SM_OUTPUT_DATA_DIR/metrics.json"

@@ -3,6 +3,8 @@
 # make sagemaker-local      - run sagemaker/train.py with torchrun, 2 ranks on this
 #                             machine, laid out as in a SageMaker job, with an empty
 #                             custom_op build folder (the JIT build happens in the job)
+# make sagemaker-local-shards - the same job reading WebDataset tar shards
+#                             (train.py --data-format webdataset)
 # make sagemaker-dry-run    - print launch.py's estimator configuration and source_dir
 #                             files (no SDK, no AWS)
 # SAGEMAKER_LOCAL_ARGS      - extra train.py hyperparameters, e.g. "--max-steps 0 --epochs 3"
@@ -15,10 +17,13 @@ SAGEMAKER_LOCAL_ARGS ?=
 SAGEMAKER_LAUNCH_ARGS ?=
 SAGEMAKER_WORK_DIR ?=
 
-.PHONY: sagemaker-local sagemaker-dry-run
+.PHONY: sagemaker-local sagemaker-local-shards sagemaker-dry-run
 
 sagemaker-local: deps
 	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
+
+sagemaker-local-shards: deps
+	DATA_FORMAT=webdataset PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
 
 sagemaker-dry-run:
 	$(PY) sagemaker/launch.py --dry-run $(SAGEMAKER_LAUNCH_ARGS)

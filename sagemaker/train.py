@@ -5,7 +5,9 @@ It follows the SageMaker training toolkit's conventions:
 
 * data: the ``train`` channel, an ImageFolder-style tree of JPEG files
   (``<root>/<class name>/<file>.jpg``) in ``SM_CHANNEL_TRAIN``
-  (default ``./data/train``);
+  (default ``./data/train``), or with ``--data-format webdataset`` tar shards
+  there (``*.tar`` holding ``KEY.jpg`` and ``KEY.cls`` per sample, as
+  ``make_dataset.py --shards`` writes them);
 * the model: written by rank 0 to ``SM_MODEL_DIR`` (default ``./model``) as
   ``model.pth``, a dict with the ``state_dict`` and the ``classes``;
 * metrics: ``metrics.json`` in ``SM_OUTPUT_DATA_DIR`` (default ``./output``);
@@ -27,15 +29,23 @@ training job that is every job (a fresh container). All ranks import it at
 the same moment; one builds, under a file lock, and the others wait and load
 its result.
 
+Shards are read with the ``webdataset`` package, split by rank and by
+DataLoader worker with its own splitters; each sample's JPEG bytes become an
+EncodedJpeg and go through the same transform (they never go through Pillow).
+Every rank runs the same number of steps per epoch (the shards repeat if a
+rank's share runs out first), so DistributedDataParallel's ranks stay in step.
+
 Examples::
 
     python sagemaker/train.py --epochs 1 --max-steps 20
     torchrun --standalone --nproc_per_node 2 sagemaker/train.py --epochs 2
+    torchrun --standalone --nproc_per_node 2 sagemaker/train.py --data-format webdataset
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -87,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a JPEG that cannot be decoded: raise (stop the job, naming the file; "
                          "default) or substitute the next sample, logging a warning that names "
                          "the file")
+    hp.add_argument("--data-format", type=str, default="folder", choices=("folder", "webdataset"),
+                    help="folder: an ImageFolder tree (default); webdataset: tar shards (*.tar, "
+                         "KEY.jpg + KEY.cls per sample) read with the webdataset package")
     hp.add_argument("--install-jpeg-headers", type=int, default=0, choices=(0, 1),
                     help="1: if libjpeg-turbo's headers are missing, install them with apt-get "
                          "before building custom_op (needs root, as in SageMaker containers); "
@@ -181,6 +194,106 @@ class WithIndex:
         return image, target, index
 
 
+class Shards:
+    """The channel's tar shards: their paths, how many samples, which classes.
+
+    Counting reads each shard's headers and its .cls members once, on every
+    rank, before training: the steps per epoch must be known, and equal on
+    every rank, before the first one.
+    """
+
+    def __init__(self, root: Path) -> None:
+        import tarfile
+
+        self.urls = sorted(str(path) for path in root.glob("*.tar"))
+        if not self.urls:
+            raise SystemExit(f"train.py: no tar shards (*.tar) in {root.resolve()}. " + _WHERE)
+        self.samples, labels = 0, set()
+        for url in self.urls:
+            with tarfile.open(url, mode="r|") as shard:
+                for member in shard:
+                    if member.name.endswith(".jpg"):
+                        self.samples += 1
+                    elif member.name.endswith(".cls"):
+                        labels.add(int(shard.extractfile(member).read()))
+        self.classes = [str(label) for label in range(max(labels) + 1)] if labels else []
+
+    def __len__(self) -> int:
+        return self.samples
+
+
+def open_shards(args: argparse.Namespace) -> Shards:
+    return Shards(Path(args.train).expanduser())
+
+
+class DecodeSample:
+    """A shard's sample -> (uint8 window, class index, key number), in the DataLoader's workers.
+
+    The JPEG member's bytes become an EncodedJpeg, so the transform's crop
+    decodes only the window; a file that cannot be decoded raises
+    JpegDecodeError naming the shard and the member.
+    """
+
+    def __init__(self, transform) -> None:
+        self.transform = transform
+
+    def __call__(self, sample: dict):
+        import custom_op
+
+        key = sample["__key__"]
+        try:
+            image = self.transform(custom_op.EncodedJpeg(sample["jpg"]))
+        except custom_op.JpegDecodeError as error:
+            raise custom_op.JpegDecodeError(
+                f"{sample['__url__']}: member {key}.jpg: {error}") from None
+        # Keys written by make_dataset.py are sample numbers; --log-indices records them.
+        return image, int(sample["cls"]), int(key) if key.isdigit() else -1
+
+
+class ShardLoader:
+    """Exactly ``steps`` batches per epoch on every rank, from a repeating shard pipeline."""
+
+    def __init__(self, loader, steps: int, samples_per_rank: int) -> None:
+        self.loader, self.steps, self.samples_per_rank = loader, steps, samples_per_rank
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        return itertools.islice(iter(self.loader), self.steps)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Nothing to do: the shard order is reshuffled by webdataset on every pass."""
+
+
+def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards: Shards, cuda: bool):
+    """webdataset over the shards, split by rank and by worker with its own splitters."""
+    import torch
+    import webdataset as wds
+    from torch.utils.data import DataLoader, default_collate
+    from torchvision.transforms import v2
+
+    readers = ranks.world_size * max(1, args.num_workers)
+    if len(shards.urls) < readers:
+        raise SystemExit(f"train.py: {len(shards.urls)} shards for {ranks.world_size} ranks x "
+                         f"{max(1, args.num_workers)} workers: every DataLoader worker needs at "
+                         "least one shard; write smaller shards or use fewer workers")
+    torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
+    # raise: stop the job naming the shard and member; substitute: skip it with a warning.
+    handler = wds.reraise_exception if args.on_error == "raise" else wds.warn_and_continue
+    transform = v2.Compose([v2.RandomCrop(args.crop_size), v2.RandomHorizontalFlip()])
+    pipeline = (wds.WebDataset(shards.urls, handler=handler, shardshuffle=len(shards.urls),
+                               seed=args.seed + ranks.rank, nodesplitter=wds.split_by_node,
+                               workersplitter=wds.split_by_worker)
+                .map(DecodeSample(transform), handler=handler)
+                .batched(args.batch_size, collation_fn=default_collate, partial=False)
+                .repeat())
+    loader = DataLoader(pipeline, batch_size=None, num_workers=args.num_workers,
+                        pin_memory=cuda)
+    steps = max(1, len(shards) // (ranks.world_size * args.batch_size))
+    return ShardLoader(loader, steps, steps * args.batch_size)
+
+
 def build_model(num_classes: int, width: int = 32):
     """A small CNN for normalised float RGB input (see NORMALIZE_MEAN, NORMALIZE_STD)."""
     from torch import nn
@@ -270,8 +383,9 @@ def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
                    f"SM_HOSTS={os.environ.get('SM_HOSTS', '-')} "
                    f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
                    f"world size {ranks.world_size}")
+    where = f"{len(dataset.urls)} shards in " if args.data_format == "webdataset" else ""
     ranks.log_main(f"data: {len(dataset)} JPEG files in {len(dataset.classes)} classes in "
-                   f"{Path(args.train).resolve()}")
+                   f"{where}{Path(args.train).resolve()}")
 
 
 def import_custom_op(ranks: Ranks):
@@ -461,7 +575,8 @@ def main(argv: list[str] | None = None) -> None:
     # Before anything else starts (the build, the process group).
     check_channel_folder(args.train)
     _add_custom_op_to_path()
-    dataset = open_dataset(args)  # lists the files; builds nothing yet
+    # Lists the files (or scans the shards); builds nothing yet.
+    dataset = open_shards(args) if args.data_format == "webdataset" else open_dataset(args)
     classes = dataset.classes
     ranks = Ranks()
     _log_start(args, ranks, dataset)
@@ -469,10 +584,14 @@ def main(argv: list[str] | None = None) -> None:
         install_jpeg_headers(ranks)
     custom_op, import_seconds = import_custom_op(ranks)
     device, cuda = setup_device(ranks)
-    check_crop_size(custom_op, args, dataset)
-    sampler, loader = make_loader(args, ranks, dataset, cuda)
+    if args.data_format == "webdataset":
+        sampler = loader = make_shard_loader(args, ranks, dataset, cuda)
+    else:
+        check_crop_size(custom_op, args, dataset)
+        sampler, loader = make_loader(args, ranks, dataset, cuda)
     trainer = Trainer(args, ranks, len(classes), device, cuda)
-    ranks.log_main(f"{len(sampler)} samples per rank and epoch, batch size {args.batch_size} per "
+    per_rank = loader.samples_per_rank if args.data_format == "webdataset" else len(sampler)
+    ranks.log_main(f"{per_rank} samples per rank and epoch, batch size {args.batch_size} per "
                    f"rank, {len(loader)} steps per epoch"
                    + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
 

@@ -1,0 +1,125 @@
+"""sagemaker/train.py --data-format webdataset: tar shards split by rank and by worker.
+
+Shards come from make_dataset.py --shards; the two-rank run uses torchrun
+(gloo) like the folder job, with the extension already built. The decoding
+step is also checked in-process: Pillow never sees the bytes, and a bad
+member is named with its shard.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import custom_op
+from synthetic import photo_jpeg
+from test_sagemaker import REPO, SAGEMAKER, clean_env, load_train_module, run
+
+BAD_JPEG = b"\xff\xd8\xff\xe0" + bytes(100)  # a JPEG signature and nothing readable after it
+
+
+def make_shards(root: Path, images: int, per_shard: int) -> None:
+    code, output = run([sys.executable, SAGEMAKER / "make_dataset.py", root, "--shards",
+                        "--images", images, "--height", 96, "--width", 128,
+                        "--samples-per-shard", per_shard], cwd=REPO, env=clean_env(),
+                       timeout=120)
+    assert code == 0, output
+
+
+def train(job: Path, *arguments, ranks: int = 1) -> tuple[int, str]:
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", ranks] \
+        if ranks > 1 else []
+    return run([sys.executable, *launcher, SAGEMAKER / "train.py", "--data-format", "webdataset",
+                "--train", job / "data", "--model-dir", job / "model",
+                "--output-data-dir", job / "output", "--crop-size", 64, "--batch-size", 4,
+                *arguments], cwd=REPO, env=clean_env(), timeout=420)
+
+
+@pytest.fixture(scope="module")
+def two_rank_job(tmp_path_factory):
+    job = tmp_path_factory.mktemp("shard_job")
+    make_shards(job / "data", 32, 8)  # 4 shards: one per rank and worker, twice over
+    code, output = train(job, "--epochs", 2, "--max-steps", 6, "--num-workers", 1,
+                         "--log-indices", job / "indices", ranks=2)
+    assert code == 0, output[-6000:]
+    return job, output
+
+
+def test_two_ranks_train_from_shards(two_rank_job) -> None:
+    job, output = two_rank_job
+    assert "data: 32 JPEG files in 2 classes in 4 shards in" in output
+    assert "16 samples per rank and epoch, batch size 4 per rank, 4 steps per epoch" in output
+    metrics = json.loads((job / "output" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["steps"] == 6
+    assert [epoch["steps"] for epoch in metrics["epochs"]] == [4, 2]
+    assert torch.load(job / "model" / "model.pth")["classes"] == ["0", "1"]
+
+
+def test_ranks_read_disjoint_shards(two_rank_job) -> None:
+    job, _ = two_rank_job
+    first_epoch = [json.loads((job / "indices" / f"indices-rank{rank}.json").read_text())
+                   ["epochs"][0]["indices"] for rank in (0, 1)]
+    assert not set(first_epoch[0]) & set(first_epoch[1])
+    assert sorted(first_epoch[0] + first_epoch[1]) == list(range(32))
+
+
+def _sample(data: bytes, shard: str = "/data/train-000003.tar", key: str = "000000042") -> dict:
+    return {"__key__": key, "__url__": shard, "jpg": data, "cls": b"1\n"}
+
+
+def test_decoding_never_goes_through_pillow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import PIL.Image
+    from torchvision.transforms import v2
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the encoded bytes went through Pillow")
+
+    data = photo_jpeg(96, 128, seed=0, index=5)  # encoded by Pillow before it is watched
+    monkeypatch.setattr(PIL.Image, "open", refuse)
+    monkeypatch.setattr(PIL.Image, "frombytes", refuse)
+    decode = load_train_module().DecodeSample(v2.CenterCrop(64))
+    image, label, key = decode(_sample(data))
+    assert (label, key) == (1, 42)
+    assert torch.equal(image, custom_op.decode_and_crop_jpeg(data, 16, 32, 64, 64))
+
+
+def test_bad_member_is_named_with_its_shard() -> None:
+    from torchvision.transforms import v2
+
+    decode = load_train_module().DecodeSample(v2.CenterCrop(64))
+    with pytest.raises(custom_op.JpegDecodeError,
+                       match=r"^/data/train-000003\.tar: member 000000042\.jpg: "):
+        decode(_sample(BAD_JPEG))
+
+
+def _replace_member(shard: Path, name: str, data: bytes) -> None:
+    with tarfile.open(shard) as tar:
+        members = [(info, tar.extractfile(info).read()) for info in tar.getmembers()]
+    with tarfile.open(shard, "w") as tar:
+        for info, content in members:
+            content = data if info.name == name else content
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+
+
+@pytest.mark.parametrize("policy", ["raise", "substitute"])
+def test_on_error_policy_for_a_bad_member(tmp_path: Path, policy: str) -> None:
+    make_shards(tmp_path / "data", 8, 4)
+    _replace_member(tmp_path / "data" / "train-000000.tar", "000000001.jpg", BAD_JPEG)
+    code, output = train(tmp_path, "--epochs", 1, "--num-workers", 0, "--on-error", policy)
+    named = "train-000000.tar: member 000000001.jpg: "
+    assert named in output
+    assert (code != 0) if policy == "raise" else (code == 0), output[-4000:]
+
+
+def test_fewer_shards_than_readers_is_refused(tmp_path: Path) -> None:
+    make_shards(tmp_path / "data", 8, 8)  # one shard for two workers
+    code, output = train(tmp_path, "--num-workers", 2)
+    assert code != 0
+    assert "1 shards for 1 ranks x 2 workers: every DataLoader worker needs at least one" in output
