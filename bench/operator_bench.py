@@ -2,13 +2,13 @@
 
 Run from the repository root:
 
-    python -m bench operator                      # generated 533x800 photos, 256x256 crops
+    python -m bench operator                      # 533x800 files, generated and real, 256x256 crops
     python -m bench operator --data DIR --crop 224 --num-images 200 --repeats 5
     python -m bench.operator_bench --help          # the same, without the chart
 
 Every method gets the same files and the same random windows; the encoded
 bytes are in memory before timing starts, so no file I/O is timed. One
-process, one thread (bench.common pins the thread counts before torch loads).
+process, one thread (the bench package pins the thread counts before torch loads).
 For each sample the methods run back to back in an order that rotates from
 sample to sample, so slow drift of the machine (frequency, other load) hits
 all of them alike. After one untimed warm-up call per method and file, each
@@ -31,22 +31,19 @@ median over this method's, so above 1 means faster.
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import importlib.util
+import io
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import gc  # noqa: E402
-import importlib.util  # noqa: E402
-import io  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import numpy as np
+import torch
+from PIL import Image
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-
-import custom_op  # noqa: E402
+import custom_op
+from bench import images, report, timing
 
 CUSTOM_CROP = "custom_op crop"
 CUSTOM_FULL = "custom_op full image"
@@ -156,16 +153,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="random windows per file; samples = files x repeats (default 10)")
 
 
-def _time_one(method: Method, state: Any, y: int, x: int, height: int, width: int) -> int:
-    start = time.perf_counter_ns()
-    result = method.crop(state, y, x, height, width)
-    del result  # freeing the crop (and whatever it keeps alive) is part of the cost
-    return time.perf_counter_ns() - start
-
-
-def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
-    """Times every available method; returns the configuration and the statistics."""
-    corpus = corpus or common.load_corpus(args)
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Times every available method on the corpus; returns the configuration and the statistics."""
+    corpus = images.corpus(args, source)
     methods = all_methods()
     active = [method for method in methods if method.available]
     encoded = [path.read_bytes() for path in corpus.paths]
@@ -194,21 +184,10 @@ def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[s
             x = int(rng.integers(0, width - crop_width + 1))
             plan.append((index, y, x, crop_height, crop_width))
 
-    samples: dict[str, list[int]] = {method.name: [] for method in active}
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for number, (index, y, x, crop_height, crop_width) in enumerate(plan):
-            shift = number % len(active)
-            for method in active[shift:] + active[:shift]:
-                elapsed = _time_one(method, states[method.name][index], y, x, crop_height, crop_width)
-                samples[method.name].append(elapsed)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-    stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
-                    common.percentiles(times).items()} for name, times in samples.items()}
+    by_name = {method.name: method for method in active}
+    samples = timing.time_rotating(
+        list(by_name), plan, lambda name, item: by_name[name].crop(states[name][item[0]], *item[1:]))
+    stats = timing.milliseconds(samples)
     reference = {peer: stats[peer]["median"] for peer in (TORCHVISION, PILLOW) if peer in stats}
     rows = []
     for method in methods:
@@ -237,13 +216,14 @@ def format_table(result: dict[str, Any]) -> str:
             rows.append([row["method"], "-", "-", "-", "-", "-", row["note"]])
             continue
         rows.append([row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}",
-                     common.format_ratio(row["speedup_vs_torchvision"]),
-                     common.format_ratio(row["speedup_vs_pillow"]), row["note"]])
+                     report.format_ratio(row["speedup_vs_torchvision"]),
+                     report.format_ratio(row["speedup_vs_pillow"]), row["note"]])
     config = result["config"]
-    title = (f"Per-crop time, {config['crop']}x{config['crop']} windows, one thread, "
+    title = (f"Per-crop time on {images.summary(config['corpus'])}:\n"
+             f"{config['crop']}x{config['crop']} windows, one thread, "
              f"{config['samples_per_method']} samples per method ({config['files_used']} files x "
              f"{config['repeats']} windows); speed-up = peer's median / method's median")
-    table = common.markdown_table(headers, rows, right=[False, True, True, True, True, True, False])
+    table = report.markdown_table(headers, rows, right=[False, True, True, True, True, True, False])
     lines = [title, "", table]
     if config["files_dropped"]:
         lines.append(f"Dropped {len(config['files_dropped'])} file(s) that some method could not decode.")
@@ -251,7 +231,7 @@ def format_table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    common.standalone_main(sys.modules[__name__], argv)
+    report.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":
