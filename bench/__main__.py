@@ -8,6 +8,7 @@ From the repository root (``make bench`` does the first, with BENCH_ARGS):
     python -m bench classification --images real --rounds 5
     python -m bench --data ~/photos          # your own JPEGs for the operator and pipeline parts
     python -m bench chart bench/results/<name>.json
+    python -m bench tables bench/results/<name>.json   # print a saved run's tables again (for docs/)
 
 The parts, each an experiment with its own module (its docstring says what
 it runs and how it times it):
@@ -33,7 +34,7 @@ import pathlib
 import sys
 import time
 
-from bench import images, machine, report  # the package pins thread counts before torch loads
+from bench import images, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, imagenet_bench, operator_bench,
                    pipeline_bench, prepared_bench)
 
@@ -43,7 +44,7 @@ PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": ima
          "prepared": prepared_bench, "classification": classification_bench, "detection": detection_bench}
 #: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.
 CORPUS_PARTS = ("operator", "pipeline")
-COMMANDS = ("all", *PARTS, "chart")
+COMMANDS = ("all", *PARTS, "chart", "tables")
 
 
 def _first_line(module) -> str:
@@ -72,7 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     redraw.add_argument("json", type=pathlib.Path)
     redraw.add_argument("--output", type=pathlib.Path, default=None,
                         help="folder for the PNGs (default: beside the JSON)")
+    reprint = commands.add_parser("tables", help="print the tables of a saved JSON again",
+                                  description="Print the machine and every table of a saved JSON file.")
+    reprint.add_argument("json", type=pathlib.Path)
     return parser
+
+
+def _print_tables(results: dict) -> None:
+    """Every part's table for every kind of image in ``results``, in the order of a run."""
+    for part, module in PARTS.items():
+        for result in results.get(part, {}).values():
+            print("\n" + module.format_table(result), flush=True)
 
 
 def _kinds_for(part: str, args: argparse.Namespace) -> tuple[str, ...]:
@@ -93,6 +104,12 @@ def main(argv: list[str] | None = None) -> None:
         for path in chart.draw_all(results, args.output or args.json.parent, args.json.stem):
             print(f"Chart: {path}")
         return
+    if args.command == "tables":
+        results = json.loads(args.json.read_text(encoding="utf-8"))
+        print(machine.format_machine(results["machine"]))
+        print(f"Command: python -m bench {' '.join(results['argv'])}; {results['elapsed_s']:.0f} s")
+        _print_tables(results)
+        return
 
     started = time.perf_counter()
     described = machine.describe_machine()
@@ -108,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 source = sources.setdefault(kind, images.ImageSource(kind, args))
                 results[part][kind] = module.run(args, source)
-            except images.photos.PhotosUnavailable as error:
+            except photos.PhotosUnavailable as error:
                 print(f"\n{part} on {kind} images skipped: {error}", flush=True)
                 continue
             print("\n" + module.format_table(results[part][kind]), flush=True)

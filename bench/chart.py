@@ -16,12 +16,15 @@ a run; ``python -m bench chart bench/results/<name>.json`` redraws them.
 from __future__ import annotations
 
 import pathlib
+import textwrap
 from typing import Any, Callable
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.machine import short_label  # noqa: E402
 
 _CUSTOM = "#d95f02"
 _CUSTOM_LIGHT = "#fdb863"  # custom_op doing more work than needed (full decode, float tail)
@@ -52,8 +55,8 @@ def _bars(axes, names: list[str], values: list[float], lows: list[float], highs:
 
 
 def _reference_line(axes, value: float, label: str) -> None:
-    axes.axvline(value, color=_REFERENCE, linestyle="--", linewidth=1.2)
-    axes.text(value, -0.7, f" {label}", color=_REFERENCE, fontsize=7, va="bottom")
+    axes.axvline(value, color=_REFERENCE, linestyle="--", linewidth=1.2, label=label)
+    axes.legend(fontsize=7, loc="lower right")
 
 
 def _operator(axes, result: dict[str, Any]) -> None:
@@ -177,7 +180,8 @@ def _draw_figure(results: dict[str, Any], question: str, panels: list[tuple[str,
     kinds = [kind for kind in ("generated", "real") if any(kind in results[part] for part, _ in panels)]
     if not panels or not kinds:
         return None
-    figure, grid = plt.subplots(len(kinds), len(panels), figsize=(7.2 * len(panels), 3.6 * len(kinds) + 1.0),
+    width = max(12.0, 7.2 * len(panels))
+    figure, grid = plt.subplots(len(kinds), len(panels), figsize=(width, 3.6 * len(kinds) + 1.2),
                                 squeeze=False)
     for row, kind in enumerate(kinds):
         for column, (part, draw) in enumerate(panels):
@@ -186,10 +190,9 @@ def _draw_figure(results: dict[str, Any], question: str, panels: list[tuple[str,
                 axes.axis("off")
                 continue
             draw(axes, results[part][kind])
-            axes.set_title(f"{kind} images: " + axes.get_title(), fontsize=9)
-    from bench.machine import short_label
-
-    figure.suptitle(f"{question}\n{short_label(results['machine'])}\ncommand: {_command(results)}", fontsize=9)
+            axes.set_title(textwrap.fill(f"{kind} images: " + axes.get_title(), 75), fontsize=9)
+    header = [question, short_label(results["machine"]), "command: " + _command(results)]
+    figure.suptitle("\n".join(textwrap.fill(line, int(width * 14)) for line in header), fontsize=9)
     figure.tight_layout()
     output.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(output, dpi=110)

@@ -179,7 +179,7 @@ def format_table(result: dict[str, Any]) -> str:
              f"DataLoader, {config['workers']} workers, batch {config['batch_size']}, {config['length']} images per "
              f"epoch, RandomIoUCrop + Resize({config['size']}, {config['size']}) + SanitizeBoundingBoxes, uint8 out; "
              f"median of {config['rounds']} interleaved epochs after a warm-up", "",
-             report.markdown_table(headers, rows, right=[False] + [True] * 5)]
+             report.markdown_table(headers, rows, right=[False] + [True] * 5), ""]
     for name, reason in config["missing_rows"].items():
         lines.append(f"Not measured: {name} ({reason}).")
     return "\n".join(lines)
