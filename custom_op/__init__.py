@@ -2,8 +2,13 @@
 
 ``import custom_op`` builds the native extension the first time it runs in an
 environment (see custom_op/_build.py), then loads that build on every later
-import.
+import. The parts that need torchvision (EncodedJpeg, the transforms and the
+datasets) are imported on first use, so the decode functions alone do not
+pay for importing torchvision.
 """
+
+import importlib
+from typing import Any
 
 from ._errors import JpegDecodeError
 from ._build import load_extension as _load_extension
@@ -18,8 +23,31 @@ from ._decode import (  # noqa: E402
     libjpeg_version,
 )
 from ._prepare import prepare_jpeg, seekable  # noqa: E402
-from . import transforms  # noqa: E402
-from .datasets import JpegFolder  # noqa: E402
+
+#: Public names imported on first access: {name: (module, attribute or None for the module)}.
+_LAZY = {
+    "EncodedJpeg": ("._encoded_jpeg", "EncodedJpeg"),
+    "DecodeOptions": ("._encoded_jpeg", "DecodeOptions"),
+    "JpegFolder": (".datasets", "JpegFolder"),
+    "CocoJpegDetection": (".datasets", "CocoJpegDetection"),
+    "transforms": (".transforms", None),
+    "datasets": (".datasets", None),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'custom_op' has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "decode_and_crop_jpeg",
@@ -30,7 +58,11 @@ __all__ = [
     "prepare_jpeg",
     "seekable",
     "JpegDecodeError",
-    "transforms",
+    "EncodedJpeg",
+    "DecodeOptions",
     "JpegFolder",
+    "CocoJpegDetection",
+    "transforms",
+    "datasets",
 ]
 __version__ = "0.1.0"

@@ -21,15 +21,29 @@ DEFAULT_MAX_SCANS = 256
 _INT32_MAX = 2**31 - 1
 
 
-def _normalize_mode(function: str, mode: str) -> int:
+def mode_name(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -> str:  # noqa: F821
+    """The canonical name of ``mode``: "rgb", "gray" or "unchanged".
+
+    Accepts the names in any case, and torchvision.io.ImageReadMode's RGB, GRAY
+    and UNCHANGED (recognised by name, so that custom_op need not import
+    torchvision).
+    """
+    if type(mode).__name__ == "ImageReadMode" and type(mode).__module__.startswith("torchvision"):
+        if mode.name.lower() not in MODES:
+            raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case) or "
+                             f"ImageReadMode.RGB, GRAY or UNCHANGED, got {mode}")
+        return mode.name.lower()
     if not isinstance(mode, str):
-        raise TypeError(f"{function}(): mode must be a str, one of {sorted(MODES)}, "
-                        f"got {type(mode).__name__}")
-    try:
-        return MODES[mode.lower()]
-    except KeyError:
+        raise TypeError(f"{function}(): mode must be a str, one of {sorted(MODES)}, or a "
+                        f"torchvision.io.ImageReadMode, got {type(mode).__name__}")
+    if mode.lower() not in MODES:
         raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case), "
-                         f"got {mode!r}") from None
+                         f"got {mode!r}")
+    return mode.lower()
+
+
+def _normalize_mode(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -> int:  # noqa: F821
+    return MODES[mode_name(function, mode)]
 
 
 def _as_encoded(data: EncodedJpeg, function: str) -> torch.Tensor | memoryview:

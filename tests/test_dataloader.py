@@ -2,7 +2,7 @@
 
 Workers read encoded bytes and decode a random crop; the main process checks
 the shapes, that the same seeds give the same batches, that every crop is the
-window RandomCropJPEG drew (replayed from the worker's generator state), and
+window RandomCropJPEG drew (torchvision's RandomCrop draws, replayed from the worker's generator state), and
 that a corrupt file raises custom_op.JpegDecodeError in the main process
 rather than crashing or hanging the loader.
 """
@@ -60,7 +60,8 @@ def test_workers_decode_reproducible_exact_crops(folder, context: str) -> None:
             seen.append(index)
             data = pathlib.Path(folder[index]).read_bytes()
             torch.set_rng_state(state.clone())  # replay the worker's draws (a row view is refused)
-            y, x, h, w = transform.get_params(data)
+            params = transform.make_params([custom_op.EncodedJpeg(data)])
+            y, x, h, w = (params[key] for key in ("top", "left", "height", "width"))
             assert torch.equal(image, full_decode(data)[:, y:y + h, x:x + w]), f"image {index}"
     assert sorted(seen) == list(range(IMAGES))
 

@@ -1,0 +1,252 @@
+"""EncodedJpeg: a JPEG file that torchvision's v2 transforms decode only as far as they need.
+
+An EncodedJpeg holds the encoded bytes (a 1-D uint8 tensor), the image's size
+read from the header, and the options its decodes use. It is a subclass of
+``torchvision.tv_tensors.Image``, because that is how torchvision's v2
+transforms recognise the image of a sample: ``query_size`` and ``query_chw``
+look for ``tv_tensors.Image`` instances and then ask the ``get_size`` /
+``get_dimensions`` kernels, which are looked up along the class's MRO. The
+kernels registered for EncodedJpeg (custom_op/_tv_kernels.py) answer from the
+header and decode only the window for crops and resizes; every other
+functional gets the full decode first. Without a kernel of its own, a subclass
+of Image would reach torchvision's Image kernels with a 1-D byte tensor, so
+importing this module always registers them.
+
+Only what holds the bytes and the options lives here; what each functional
+does with them is in _tv_kernels.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+
+import torch
+from torchvision import tv_tensors
+
+from ._errors import JpegDecodeError
+from ._decode import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_encoded, _as_limit, _check_flags,
+                      decode_and_crop_jpeg, jpeg_size, mode_name)
+
+#: What EncodedJpeg accepts: the encoded file as a 1-D uint8 tensor, bytes,
+#: bytearray, memoryview or 1-D uint8 numpy array.
+JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeOptions:
+    """How an EncodedJpeg is decoded; see :class:`EncodedJpeg` for each field."""
+
+    mode: str = "rgb"
+    strict: bool = True
+    seek: bool = True
+    exact: bool = False
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_scans: int = DEFAULT_MAX_SCANS
+
+    @classmethod
+    def checked(cls, function: str, *, mode: Any = "rgb", strict: Any = True, seek: Any = True,
+                exact: Any = False, max_pixels: Any = DEFAULT_MAX_PIXELS,
+                max_scans: Any = DEFAULT_MAX_SCANS) -> "DecodeOptions":
+        """Validates each option (TypeError/ValueError naming it) and returns them."""
+        _check_flags(function, strict=strict, seek=seek, exact=exact)
+        return cls(mode=mode_name(function, mode), strict=strict, seek=seek, exact=exact,
+                   max_pixels=_as_limit(function, "max_pixels", max_pixels),
+                   max_scans=_as_limit(function, "max_scans", max_scans))
+
+    def decode_arguments(self) -> dict[str, Any]:
+        """The keyword arguments of the decode functions that these options set."""
+        return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
+                "max_pixels": self.max_pixels, "max_scans": self.max_scans}
+
+
+def _byte_tensor(data: JpegData) -> torch.Tensor:
+    """``data`` as a 1-D uint8 tensor: shared with writable inputs, copied from read-only ones.
+
+    torch.frombuffer warns about read-only buffers such as bytes, since the
+    tensor would be writable; copying an encoded file costs microseconds.
+    """
+    encoded = _as_encoded(data, "EncodedJpeg")
+    if isinstance(encoded, torch.Tensor):
+        return encoded.as_subclass(torch.Tensor)
+    if encoded.readonly:
+        encoded = bytearray(encoded)
+    if len(encoded) == 0:
+        return torch.empty(0, dtype=torch.uint8)  # frombuffer refuses an empty buffer
+    return torch.frombuffer(encoded, dtype=torch.uint8)
+
+
+def _channels_of(mode: str, stored_channels: int) -> int:
+    """How many channels a decode in ``mode`` gives for a file with ``stored_channels``."""
+    return {"rgb": 3, "gray": 1}.get(mode, stored_channels)
+
+
+@contextlib.contextmanager
+def _named_errors(source: Optional[str]) -> Iterator[None]:
+    """Re-raises JpegDecodeError with ``source`` in front of its message, when there is one."""
+    try:
+        yield
+    except JpegDecodeError as error:
+        if source is None:
+            raise
+        raise JpegDecodeError(f"{source}: {error}") from error
+
+
+class EncodedJpeg(tv_tensors.Image):
+    """A JPEG file, not yet decoded, that torchvision's v2 transforms decode only where they look.
+
+    Put it where a pipeline has its image, and torchvision's own transforms
+    decode only the window they keep:
+
+    - ``v2.RandomResizedCrop``, ``v2.RandomCrop``, ``v2.CenterCrop``,
+      ``v2.RandomIoUCrop``, ``v2.Resize`` and the functionals ``crop``,
+      ``center_crop``, ``resized_crop`` and ``resize`` decode the window
+      alone (resizes at a reduced DCT scale where the output is at most half
+      the window, with bilinear interpolation, unless ``exact=True``) and
+      return a ``tv_tensors.Image``.
+    - Every other v2 transform that reaches it (a flip before the crop,
+      ColorJitter, ToDtype, padding) decodes the whole image first and then
+      does what it does to an Image.
+    - The size torchvision's transforms ask for (``F.get_size``,
+      ``F.get_dimensions``) comes from the header; nothing is decoded to
+      answer it. Bounding boxes, masks, keypoints and labels in the same
+      sample are transformed by torchvision as for the decoded image.
+
+    It pickles (to DataLoader workers, by either start method) with its
+    options. ``.shape`` is the byte count, ``[N]``: ask ``canvas_size`` or
+    ``torchvision.transforms.v2.functional.get_size`` for the image's size.
+
+    Args:
+        data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
+            memoryview or 1-D uint8 numpy array, or another EncodedJpeg (to
+            change its options). Tensors and writable buffers are shared, not
+            copied; bytes are copied once.
+        mode: ``"rgb"`` (default), ``"gray"`` or ``"unchanged"`` (any case), or
+            ``torchvision.io.ImageReadMode.RGB``, ``GRAY`` or ``UNCHANGED``:
+            see :func:`custom_op.decode_and_crop_jpeg`.
+        strict, seek, max_pixels, max_scans: As for
+            :func:`custom_op.decode_and_crop_jpeg`.
+        exact: If True, resizes never use DCT scaling: the window is decoded
+            at full scale and resized by torchvision's own kernel, so the
+            pixels equal torchvision's on a full decode at every size. If
+            False (default), bilinear resizes to at most half the window
+            decode at 1/2, 1/4 or 1/8 scale (faster, close to torchvision's
+            pixels: see docs/design.md for the measured PSNR).
+        source: Where the bytes came from (a path, a tar member), or None.
+            Decode errors then start with it, so a bad file deep in a
+            DataLoader names itself.
+
+    Attributes:
+        canvas_size: ``(height, width)`` from the header.
+        num_channels: The channels a decode gives (3 for "rgb", 1 for
+            "gray", the file's own count for "unchanged").
+        options: The :class:`DecodeOptions` above.
+        source: As given.
+
+    Raises:
+        TypeError, ValueError: ``data`` or an option is of the wrong type or
+            value.
+        JpegDecodeError: The header cannot be read (not a JPEG, truncated or
+            unsupported), or the image is over ``max_pixels``.
+
+    Example:
+        >>> from torchvision.transforms import v2
+        >>> data = custom_op.EncodedJpeg(torchvision.io.read_file("cat.jpg"))
+        >>> data.canvas_size
+        (533, 800)
+        >>> v2.RandomResizedCrop(224)(data).shape  # only the window was decoded
+        torch.Size([3, 224, 224])
+    """
+
+    canvas_size: tuple[int, int]
+    num_channels: int
+    stored_channels: int
+    options: DecodeOptions
+    source: Optional[str]
+
+    def __new__(cls, data: JpegData, *, mode: Any = "rgb", strict: bool = True, seek: bool = True,
+                exact: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
+                max_scans: int = DEFAULT_MAX_SCANS, source: Optional[str] = None) -> "EncodedJpeg":
+        options = DecodeOptions.checked("EncodedJpeg", mode=mode, strict=strict, seek=seek,
+                                        exact=exact, max_pixels=max_pixels, max_scans=max_scans)
+        if isinstance(data, EncodedJpeg):
+            return cls.wrap(data.as_subclass(torch.Tensor), data, options=options,
+                            source=data.source if source is None else source)
+        tensor = _byte_tensor(data)
+        with _named_errors(source):
+            height, width, stored_channels = jpeg_size(tensor)
+        return cls._wrap(tensor, canvas_size=(height, width), stored_channels=stored_channels,
+                         options=options, source=source)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Everything happens in __new__; torch.Tensor.__init__ takes no options.
+        super().__init__()
+
+    @classmethod
+    def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
+              options: DecodeOptions, source: Optional[str]) -> "EncodedJpeg":
+        encoded = tensor.as_subclass(cls)
+        encoded.canvas_size = canvas_size
+        encoded.stored_channels = stored_channels
+        encoded.num_channels = _channels_of(options.mode, stored_channels)
+        encoded.options = options
+        encoded.source = source
+        return encoded
+
+    @classmethod
+    def wrap(cls, tensor: torch.Tensor, like: "EncodedJpeg", **kwargs: Any) -> "EncodedJpeg":
+        """torchvision's tv_tensors.wrap: ``tensor`` (the same bytes) with ``like``'s metadata."""
+        return cls._wrap(tensor, canvas_size=kwargs.get("canvas_size", like.canvas_size),
+                         stored_channels=kwargs.get("stored_channels", like.stored_channels),
+                         options=kwargs.get("options", like.options),
+                         source=kwargs.get("source", like.source))
+
+    @classmethod
+    def _wrap_output(cls, output: Any, args: Sequence[Any] = (),
+                     kwargs: Optional[Mapping[str, Any]] = None) -> Any:
+        # torchvision keeps the subclass for clone, to, detach, pin_memory and requires_grad_.
+        # Those give the same bytes, so they keep the header's metadata; anything that is no
+        # longer a 1-D uint8 tensor is not an encoded file any more and becomes a plain tensor.
+        like = next((arg for arg in args if isinstance(arg, EncodedJpeg)), None)
+        if isinstance(output, (tuple, list)):
+            return type(output)(cls._wrap_output(part, args, kwargs) for part in output)
+        if not isinstance(output, torch.Tensor) or like is None:
+            return output
+        plain = output.as_subclass(torch.Tensor)
+        if plain.dtype != torch.uint8 or plain.dim() != 1:
+            return plain
+        return cls.wrap(plain, like)
+
+    def errors_named(self) -> contextlib.AbstractContextManager[None]:
+        """A context in which JpegDecodeError messages start with ``source`` (when set)."""
+        return _named_errors(self.source)
+
+    def decode(self) -> tv_tensors.Image:
+        """Decodes the whole image with this file's options.
+
+        Returns:
+            A ``tv_tensors.Image`` of shape ``[num_channels, height, width]``.
+
+        Raises:
+            JpegDecodeError: The data cannot be decoded.
+        """
+        return self.decode_window(0, 0, *self.canvas_size)
+
+    def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
+        """Decodes only the window; it must lie inside the image (ValueError otherwise)."""
+        with self.errors_named():
+            pixels = decode_and_crop_jpeg(self.as_subclass(torch.Tensor), top, left, height, width,
+                                          **self.options.decode_arguments())
+        return tv_tensors.Image(pixels)
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        source = "" if self.source is None else f"source={self.source!r}, "
+        return (f"EncodedJpeg({source}nbytes={self.numel()}, canvas_size={self.canvas_size}, "
+                f"num_channels={self.num_channels}, options={self.options})")
+
+
+# Registers the torchvision kernels for EncodedJpeg. At the end of this module, because the
+# kernels need the class, and here because whatever makes an EncodedJpeg (including unpickling
+# one in a spawned DataLoader worker) imports this module first.
+from . import _tv_kernels  # noqa: E402,F401

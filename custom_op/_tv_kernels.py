@@ -1,0 +1,145 @@
+"""What each torchvision v2 functional does to an EncodedJpeg.
+
+torchvision's v2 transforms call functionals (``F.crop``, ``F.resize``, ...),
+which look a kernel up by the input's type along its MRO
+(``torchvision.transforms.v2.functional.register_kernel``). For EncodedJpeg:
+
+- ``get_size``, ``get_dimensions``, ``get_num_channels`` answer from the header.
+- ``crop``, ``center_crop``, ``resized_crop`` and ``resize`` decode only the
+  window. A window reaching outside the image (torchvision pads it with zeros)
+  decodes the whole image and lets torchvision pad: such crops are rare, and
+  torchvision's own code then decides every padded pixel.
+- Every other functional that has a ``tv_tensors.Image`` kernel gets a kernel
+  that decodes the whole image and calls the functional again on the decoded
+  Image. Without it, the lookup would reach the Image kernel with a 1-D byte
+  tensor: wrong pixels or a TypeError deep inside torchvision.
+
+Geometry (output sizes, centre anchors, interpolation names) comes from
+torchvision's own helpers, so that the windows and sizes cannot drift from
+torchvision's. They are private to torchvision; the tests compare every path
+with torchvision's result on the decoded image, so a change there shows up as
+a failing test, not as silently different crops.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import torch
+from torchvision import tv_tensors
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms.v2 import functional as F
+from torchvision.transforms.v2.functional import register_kernel
+from torchvision.transforms.v2.functional._geometry import (
+    _center_crop_compute_crop_anchor, _center_crop_parse_output_size, _check_interpolation,
+    _compute_resized_output_size)
+from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
+
+from ._decode import decode_and_resized_crop_jpeg
+from ._encoded_jpeg import EncodedJpeg
+
+
+def _inside(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> bool:
+    image_height, image_width = encoded.canvas_size
+    return (top >= 0 and left >= 0 and height >= 1 and width >= 1
+            and top + height <= image_height and left + width <= image_width)
+
+
+def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+                    size: list[int], interpolation: InterpolationMode,
+                    antialias: Optional[bool]) -> tv_tensors.Image:
+    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
+
+    Bilinear resizes use custom_op's resized decode, which decodes at a
+    reduced DCT scale when the output is at most half the window (unless the
+    file's options ask for ``exact``) and otherwise resizes the exact window
+    with the ATen kernel torchvision uses. Other interpolations decode the
+    exact window and hand it to torchvision's resize.
+    """
+    antialias = False if antialias is None else antialias
+    if interpolation == InterpolationMode.BILINEAR and not encoded.options.exact:
+        with encoded.errors_named():
+            pixels = decode_and_resized_crop_jpeg(encoded.as_subclass(torch.Tensor), top, left,
+                                                  height, width, tuple(size), antialias=antialias,
+                                                  **encoded.options.decode_arguments())
+        return tv_tensors.Image(pixels)
+    window = encoded.decode_window(top, left, height, width)
+    return F.resize(window, size, interpolation=interpolation, antialias=antialias)
+
+
+@register_kernel(F.get_size, EncodedJpeg)
+def get_size(encoded: EncodedJpeg) -> list[int]:
+    return list(encoded.canvas_size)
+
+
+@register_kernel(F.get_dimensions, EncodedJpeg)
+def get_dimensions(encoded: EncodedJpeg) -> list[int]:
+    return [encoded.num_channels, *encoded.canvas_size]
+
+
+@register_kernel(F.get_num_channels, EncodedJpeg)
+def get_num_channels(encoded: EncodedJpeg) -> int:
+    return encoded.num_channels
+
+
+@register_kernel(F.crop, EncodedJpeg)
+def crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
+    if not _inside(encoded, top, left, height, width):
+        return F.crop(encoded.decode(), top, left, height, width)
+    return encoded.decode_window(top, left, height, width)
+
+
+@register_kernel(F.center_crop, EncodedJpeg)
+def center_crop(encoded: EncodedJpeg, output_size: list[int]) -> tv_tensors.Image:
+    crop_height, crop_width = _center_crop_parse_output_size(output_size)
+    image_height, image_width = encoded.canvas_size
+    if crop_height > image_height or crop_width > image_width:
+        return F.center_crop(encoded.decode(), output_size)
+    top, left = _center_crop_compute_crop_anchor(crop_height, crop_width, image_height, image_width)
+    return encoded.decode_window(top, left, crop_height, crop_width)
+
+
+@register_kernel(F.resized_crop, EncodedJpeg)
+def resized_crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+                 size: list[int], interpolation: Any = InterpolationMode.BILINEAR,
+                 antialias: Optional[bool] = True) -> tv_tensors.Image:
+    interpolation = _check_interpolation(interpolation)
+    if not _inside(encoded, top, left, height, width):
+        return F.resized_crop(encoded.decode(), top, left, height, width, size,
+                              interpolation=interpolation, antialias=antialias)
+    output_size = _compute_resized_output_size((height, width), size=size)
+    if tuple(output_size) == (height, width):  # torchvision returns the crop as it is
+        return encoded.decode_window(top, left, height, width)
+    return _resized_window(encoded, top, left, height, width, output_size, interpolation, antialias)
+
+
+@register_kernel(F.resize, EncodedJpeg)
+def resize(encoded: EncodedJpeg, size: Optional[list[int]],
+           interpolation: Any = InterpolationMode.BILINEAR, max_size: Optional[int] = None,
+           antialias: Optional[bool] = True) -> tv_tensors.Image:
+    interpolation = _check_interpolation(interpolation)
+    height, width = encoded.canvas_size
+    output_size = _compute_resized_output_size((height, width), size=size, max_size=max_size)
+    if tuple(output_size) == (height, width):
+        return encoded.decode()
+    return _resized_window(encoded, 0, 0, height, width, output_size, interpolation, antialias)
+
+
+def _decode_first(functional: Callable[..., Any]) -> Callable[..., Any]:
+    """A kernel that decodes the whole image, then applies ``functional`` to the Image."""
+
+    def kernel(encoded: EncodedJpeg, *args: Any, **kwargs: Any) -> Any:
+        return functional(encoded.decode(), *args, **kwargs)
+
+    kernel.__name__ = f"{functional.__name__}_after_full_decode"
+    return kernel
+
+
+def _register_full_decode_kernels() -> None:
+    """Gives every functional with an Image kernel and none of ours the decode-first kernel."""
+    for functional, kernels in list(_KERNEL_REGISTRY.items()):
+        if tv_tensors.Image in kernels and EncodedJpeg not in kernels:
+            register_kernel(functional, EncodedJpeg)(_decode_first(functional))
+
+
+_register_full_decode_kernels()

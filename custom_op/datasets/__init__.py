@@ -1,0 +1,16 @@
+"""Datasets that hand their transforms encoded JPEGs, for torchvision's own transforms to crop.
+
+- :class:`JpegFolder`: ``torchvision.datasets.ImageFolder``'s listing and
+  labels (it is a ``DatasetFolder``), items ``(EncodedJpeg, class index)``.
+- :class:`CocoJpegDetection`: ``torchvision.datasets.CocoDetection`` whose
+  images are EncodedJpegs; wrap it with
+  ``torchvision.datasets.wrap_dataset_for_transforms_v2`` exactly as
+  CocoDetection, and boxes follow the window decoded.
+- :func:`load_sample`: what both read a file into.
+"""
+
+from ._coco import CocoJpegDetection
+from ._folder import IMG_EXTENSIONS, ON_ERROR_POLICIES, JpegFolder
+from ._loading import load_sample
+
+__all__ = ["CocoJpegDetection", "IMG_EXTENSIONS", "JpegFolder", "ON_ERROR_POLICIES", "load_sample"]

@@ -1,0 +1,102 @@
+"""Reading one image file for custom_op's datasets: a JPEG stays encoded, anything else is decoded.
+
+A JPEG (by content: it starts with FF D8 FF, whatever its name) becomes an
+:class:`custom_op.EncodedJpeg` that names its file in decode errors, so that a
+crop later decodes only its window. Anything else (ImageNet's train set holds
+a PNG named .JPEG; folders hold .png or .bmp files) is decoded in full with
+Pillow, as torchvision's ImageFolder loader decodes it, into a
+``tv_tensors.Image`` with the channels the decode options' mode gives; with
+torchvision.io when Pillow is missing. Such files never stop an epoch: the same
+transforms crop them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+from typing import Union
+
+import numpy as np
+import torch
+from torchvision import tv_tensors
+
+from .._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._errors import JpegDecodeError
+
+# Every JPEG starts with SOI (FF D8) and then another marker's FF; checking the content rather
+# than the name catches ImageNet's PNG named n02105855_2933.JPEG.
+_JPEG_SIGNATURE = b"\xff\xd8\xff"
+#: Pillow's mode for each decode mode: "unchanged" gives RGB, as ImageFolder does.
+_PILLOW_MODES = {"rgb": "RGB", "gray": "L", "unchanged": "RGB"}
+
+
+def _decode_with_torchvision(raw: bytearray, mode: str) -> torch.Tensor | None:
+    """uint8 [C, H, W], or None when torchvision cannot read the format."""
+    from torchvision.io import ImageReadMode, decode_image
+    from torchvision.transforms.v2.functional import to_dtype
+
+    read_mode = ImageReadMode.GRAY if mode == "gray" else ImageReadMode.RGB
+    try:
+        image = decode_image(torch.frombuffer(raw, dtype=torch.uint8), mode=read_mode)
+    except RuntimeError:
+        return None  # e.g. BMP, PPM, TIFF, which torchvision does not decode
+    if image.dim() == 4:
+        image = image[0]  # an animated GIF: its first frame, as Pillow's convert("RGB") gives
+    if image.dtype != torch.uint8:
+        # 16-bit PNG: scaled to 8 bits (v2.ToDtype's rule), where Pillow would clip to 255.
+        image = to_dtype(image, torch.uint8, scale=True)
+    return image.contiguous()  # PNGs come back as a CHW view of HWC memory
+
+
+def _decode_with_pillow(raw: bytearray, path: str, mode: str) -> torch.Tensor:
+    """uint8 [C, H, W] through Pillow, as ImageFolder's loader decodes."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(raw)) as image:
+            pixels = np.array(image.convert(_PILLOW_MODES[mode]))  # writable: from_numpy won't warn
+    except Exception as error:  # Pillow raises OSError, ValueError, SyntaxError... for bad data
+        start = f"it starts with {bytes(raw[:4]).hex(' ')}" if raw else "the file is empty"
+        raise JpegDecodeError(f"{path}: not a JPEG ({start}), and it could not be decoded as "
+                              f"another image either: {error}") from error
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]
+    return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()
+
+
+def _decode_other_format(raw: bytearray, path: str, mode: str) -> torch.Tensor:
+    if importlib.util.find_spec("PIL") is not None:
+        return _decode_with_pillow(raw, path, mode)  # the pixels ImageFolder's loader gives
+    image = _decode_with_torchvision(raw, mode) if raw else None  # frombuffer refuses b""
+    if image is None:
+        start = f"it starts with {bytes(raw[:4]).hex(' ')}" if raw else "the file is empty"
+        raise JpegDecodeError(f"{path}: not a JPEG ({start}), and torchvision cannot decode it "
+                              "(Pillow, which reads more formats, is not installed)")
+    return image
+
+
+def load_sample(path: str, options: DecodeOptions = DecodeOptions()
+                ) -> Union[EncodedJpeg, tv_tensors.Image]:
+    """Reads ``path`` into what custom_op's datasets hand their transforms.
+
+    Args:
+        path: The file.
+        options: How the JPEG will be decoded (mode, strict, ...); for other
+            formats only ``options.mode`` matters.
+
+    Returns:
+        An :class:`custom_op.EncodedJpeg` (its header read, nothing decoded)
+        if the file is a JPEG by content, else the decoded
+        ``tv_tensors.Image`` (3 channels, or 1 for ``mode="gray"``).
+
+    Raises:
+        JpegDecodeError: The JPEG's header cannot be read, or the file is not
+            a JPEG and cannot be decoded; the message starts with ``path``.
+        OSError: The file cannot be read.
+    """
+    with open(path, "rb") as file:
+        # A bytearray, not bytes: torch.frombuffer shares it instead of copying.
+        raw = bytearray(file.read())
+    if raw.startswith(_JPEG_SIGNATURE):
+        return EncodedJpeg(raw, source=path, **vars(options))
+    return tv_tensors.Image(_decode_other_format(raw, path, options.mode))
