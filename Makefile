@@ -50,7 +50,14 @@ jpeg-headers:
 test: deps
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-bench: deps bench-photos
+BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
+
+$(BENCH_STAMP): bench/requirements.txt | $(DEPS_STAMP)
+	$(PY) -m pip install -r bench/requirements.txt
+	rm -f $(VENV)/.bench-deps-*
+	touch $@
+
+bench: deps bench-photos $(BENCH_STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
 
 # The benchmark's real photos: Debian's wallpaper package, installed with

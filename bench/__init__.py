@@ -10,6 +10,7 @@ plus one PNG chart per question. The layout:
   images.py          the images a part reads: generated or real photos, cached
   photos.py          where the real photos come from and how they are fitted
   timing.py          interleaved timing and statistics shared by the parts
+  sampling.py        RandomResizedCrop windows drawn by torchvision's own code
   loaders.py         DataLoader throughput: interleaved epochs, images/s
   report.py          tables, ratios and the JSON file
   chart.py           the PNG figures

@@ -57,7 +57,7 @@ from torchvision.io import decode_jpeg, read_file
 from torchvision.transforms import v2
 
 import custom_op
-from bench import images, loaders, report
+from bench import images, loaders, report, sampling
 from custom_op.datasets import JpegFolder
 from custom_op.transforms import RandomResizedCropJPEG
 
@@ -102,10 +102,6 @@ def _torchvision_loader(path: str) -> torch.Tensor:
     return decode_jpeg(read_file(path))
 
 
-def _encoded_loader(path: str) -> Any:
-    return custom_op.EncodedJpeg(read_file(path))
-
-
 def _link_tree(root: pathlib.Path, sets: dict[str, images.ImageSet]) -> pathlib.Path:
     """root/<encoding>/<index>.jpg, symbolic links to the sets' files (the tree to prepare and read)."""
     for encoding, image_set in sets.items():
@@ -119,8 +115,8 @@ def _link_tree(root: pathlib.Path, sets: dict[str, images.ImageSet]) -> pathlib.
     return root
 
 
-def _datasets(original: pathlib.Path, prepared: pathlib.Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """Every row's Dataset (rows whose API this custom_op lacks are left out, with the reason)."""
+def _datasets(original: pathlib.Path, prepared: pathlib.Path) -> dict[str, Any]:
+    """Every row's Dataset, each with its own transform objects."""
     crop = v2.RandomResizedCrop(SIZE)
     pillow_tail = [v2.ToImage(), *_float_tail()]
     datasets = {
@@ -133,17 +129,9 @@ def _datasets(original: pathlib.Path, prepared: pathlib.Path) -> tuple[dict[str,
         datasets[name] = JpegFolder(str(root), transform=_augment(RandomResizedCropJPEG(SIZE), tail))
     datasets[TV_UINT8] = torchvision.datasets.DatasetFolder(str(original), _torchvision_loader,
                                                             extensions=(".jpg",), transform=_augment(crop, []))
-    missing = {}
-    if hasattr(custom_op, "EncodedJpeg"):
-        for name, root in ((ENCODED_UINT8, original), (ENCODED_UINT8_PREPARED, prepared)):
-            datasets[name] = JpegFolder(str(root), transform=_augment(crop, []))
-            item, _ = JpegFolder(str(root))[0]
-            if not isinstance(item, custom_op.EncodedJpeg):  # a JpegFolder older than EncodedJpeg
-                datasets[name] = torchvision.datasets.DatasetFolder(
-                    str(root), _encoded_loader, extensions=(".jpg",), transform=_augment(crop, []))
-    else:
-        missing.update({name: "custom_op has no EncodedJpeg" for name in (ENCODED_UINT8, ENCODED_UINT8_PREPARED)})
-    return datasets, missing
+    for name, root in ((ENCODED_UINT8, original), (ENCODED_UINT8_PREPARED, prepared)):
+        datasets[name] = JpegFolder(str(root), transform=_augment(crop, []))
+    return datasets
 
 
 def _decoder_runner(paths: list[pathlib.Path], length: int, seed: int) -> loaders.Runner:
@@ -152,8 +140,8 @@ def _decoder_runner(paths: list[pathlib.Path], length: int, seed: int) -> loader
     generator = torch.Generator().manual_seed(seed)
     order = torch.randint(0, len(tensors), (length,), generator=generator).tolist()
     torch.manual_seed(seed)
-    sampler = RandomResizedCropJPEG(SIZE)
-    plan = [(tensors[index], tuple(int(v) for v in sampler.get_params(tensors[index]))) for index in order]
+    sampler = v2.RandomResizedCrop(SIZE)
+    plan = [(tensors[index], sampling.random_resized_crop(sampler, tensors[index])) for index in order]
     batches = [plan[start:start + BATCH] for start in range(0, length, BATCH)]
 
     def run() -> tuple[int, int]:
@@ -177,7 +165,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     original = _link_tree(args.cache / f"classification-{source.recipe(HEIGHT, WIDTH, False)}"
                                        f"-{args.classification_files}", sets)
     prepared, prepare_seconds = images.prepared_copy(original, WORKERS)
-    datasets, missing = _datasets(original, prepared)
+    datasets = _datasets(original, prepared)
     torch.manual_seed(args.seed)
     runners: dict[str, Callable[[], tuple[int, int]]] = {
         name: loaders.epoch_runner(_loader(dataset, args.classification_length)) for name, dataset in datasets.items()}
@@ -200,8 +188,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
                        "rounds": args.classification_rounds, "round_orders": timed["orders"],
                        "files_per_encoding": args.classification_files, "tree": str(original),
                        "prepared_tree": str(prepared), "prepare_seconds": prepare_seconds,
-                       "sets": {encoding: image_set.description for encoding, image_set in sets.items()},
-                       "missing_rows": missing},
+                       "sets": {encoding: image_set.description for encoding, image_set in sets.items()}},
             "configs": rows, "targets": _targets(rows)}
 
 
@@ -240,8 +227,6 @@ def format_table(result: dict[str, Any]) -> str:
              f"Run-to-run noise (spread of a row's rounds): median {100 * spreads[len(spreads) // 2]:.0f}%, "
              f"largest {100 * spreads[-1]:.0f}%. Preparing the tree took {config['prepare_seconds']:.1f} s "
              f"(python -m custom_op.prepare --workers {config['workers']}; a finished tree is skipped)."]
-    for name, reason in config["missing_rows"].items():
-        lines.append(f"Not measured: {name} ({reason}).")
     if result["targets"]:
         lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)

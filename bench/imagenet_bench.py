@@ -10,9 +10,9 @@ Generated and real JPEGs (bench/images.py, quality 90, 4:2:0 unless told
 otherwise) of two sizes, width x height: 500x375 (a typical ImageNet file)
 and 2560x1600.
 Each file gets --windows windows drawn with a fixed torch seed by
-custom_op.transforms.RandomResizedCropJPEG(224).get_params, which draws them as
-torchvision.transforms.v2.RandomResizedCrop does. Every method gets the same
-windows; the encoded bytes are in memory before timing starts.
+torchvision.transforms.v2.RandomResizedCrop(224) itself (bench/sampling.py).
+Every method gets the same windows; the encoded bytes are in memory before
+timing starts.
 
 Methods (one thread; the bench package pins the thread counts before torch loads):
   custom_op            custom_op.decode_and_resized_crop_jpeg(data, *window, 224): the transform's
@@ -55,11 +55,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 from PIL import Image
+from torchvision.transforms import v2
 
 import custom_op
-from bench import images, report, timing
+from bench import images, report, sampling, timing
 from custom_op import _decode
-from custom_op.transforms import RandomResizedCropJPEG
 
 SIZE = 224
 CUSTOM = "custom_op resized crop"
@@ -126,8 +126,8 @@ def _time_case(args: argparse.Namespace, source: images.ImageSource, label: str,
     raws = [path.read_bytes() for path in paths]
 
     torch.manual_seed(args.seed)
-    sampler = RandomResizedCropJPEG(SIZE)
-    windows = [[tuple(int(v) for v in sampler.get_params(data)) for _ in range(args.windows)]
+    sampler = v2.RandomResizedCrop(SIZE)
+    windows = [[sampling.random_resized_crop(sampler, data) for _ in range(args.windows)]
                for data in tensors]
     # Window-major order: every file once, then every file again with its next window.
     plan = [(index, windows[index][number]) for number in range(args.windows) for index in range(len(paths))]

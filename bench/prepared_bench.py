@@ -47,10 +47,10 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
+from torchvision.transforms import v2
 
 import custom_op
-from bench import images, report, timing
-from custom_op.transforms import RandomResizedCropJPEG
+from bench import images, report, sampling, timing
 
 FULL_ORIGINAL = "custom_op full, original"
 FULL_PREPARED = "custom_op full, prepared"
@@ -207,8 +207,8 @@ def _run_set(args: argparse.Namespace, source: images.ImageSource, spec: _Set) -
               "crop_vs_full_original": crop_stats[FULL_ORIGINAL]["median"] / crop_stats[CROP_ORIGINAL]["median"]}
     if spec.rrc:
         torch.manual_seed(args.seed)
-        sampler = RandomResizedCropJPEG(RRC_SIZE)
-        rrc_plan = [(index, tuple(int(v) for v in sampler.get_params(originals[index])))
+        sampler = v2.RandomResizedCrop(RRC_SIZE)
+        rrc_plan = [(index, sampling.random_resized_crop(sampler, originals[index]))
                     for _ in range(windows) for index in range(len(raw))]
         rrc_stats = _time(_rrc_methods(), originals, prepared, rrc_plan)
         result["rrc_methods"] = _rows(rrc_stats, None, TV_RRC_ORIGINAL)
