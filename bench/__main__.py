@@ -122,13 +122,16 @@ def main(argv: list[str] | None = None) -> None:
             continue
         results[part] = {}
         for kind in _kinds_for(part, args):
+            part_started = time.perf_counter()
             try:
                 source = sources.setdefault(kind, images.ImageSource(kind, args))
                 results[part][kind] = module.run(args, source)
             except photos.PhotosUnavailable as error:
                 print(f"\n{part} on {kind} images skipped: {error}", flush=True)
                 continue
+            results[part][kind]["elapsed_s"] = time.perf_counter() - part_started
             print("\n" + module.format_table(results[part][kind]), flush=True)
+            print(f"({part} on {kind} images: {results[part][kind]['elapsed_s']:.0f} s)", flush=True)
 
     results["elapsed_s"] = time.perf_counter() - started
     name = args.name or report.default_run_name(args.command, described)
