@@ -204,7 +204,18 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
                    "samples_per_method": len(plan), "threads": torch.get_num_threads(),
                    "corpus": corpus.description},
         "methods": rows,
+        "targets": _targets(rows),
     }
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A full decode at least as fast as torchvision's (the fallback path and validation sets use it)."""
+    full = next(row for row in rows if row["method"] == CUSTOM_FULL)
+    measured = full.get("speedup_vs_torchvision")
+    if measured is None:
+        return []
+    return [{"target": "custom_op full image >= torchvision decode_jpeg (full decode, then a slice)",
+             "required": 1.0, "measured": measured, "holds": measured >= 1.0}]
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -227,6 +238,8 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [title, "", table]
     if config["files_dropped"]:
         lines.append(f"Dropped {len(config['files_dropped'])} file(s) that some method could not decode.")
+    if result.get("targets"):
+        lines += ["", "Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 
 

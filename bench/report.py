@@ -38,7 +38,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right:
 
 def format_targets(targets: Sequence[dict[str, Any]]) -> list[str]:
     """One line per target: holds or MISSED, and the measured ratio."""
-    return [f"  [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
+    return [f"- [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
             f"measured {target['measured']:.2f}x" for target in targets]
 
 
