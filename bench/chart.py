@@ -8,7 +8,7 @@
   <name>-prepared.png   prepared files: a crop's speed-up over a full decode of the same file,
                         original against prepared; RandomResizedCrop against torchvision
 
-One row of panels per kind of image (generated, real). Every panel shows one
+One column of panels per kind of image (generated, real), one row per panel. Every panel shows one
 quantity and at most one kind of ratio. ``python -m bench`` draws them after
 a run; ``python -m bench chart bench/results/<name>.json`` redraws them.
 """
@@ -56,7 +56,7 @@ def _bars(axes, names: list[str], values: list[float], lows: list[float], highs:
 
 def _reference_line(axes, value: float, label: str) -> None:
     axes.axvline(value, color=_REFERENCE, linestyle="--", linewidth=1.2, label=label)
-    axes.legend(fontsize=7, loc="lower right")
+    axes.legend(fontsize=7, loc="upper right")
 
 
 def _operator(axes, result: dict[str, Any]) -> None:
@@ -180,20 +180,21 @@ def _draw_figure(results: dict[str, Any], question: str, panels: list[tuple[str,
     kinds = [kind for kind in ("generated", "real") if any(kind in results[part] for part, _ in panels)]
     if not panels or not kinds:
         return None
-    width = max(12.0, 7.2 * len(panels))
-    figure, grid = plt.subplots(len(kinds), len(panels), figsize=(width, 3.6 * len(kinds) + 1.2),
-                                squeeze=False)
-    for row, kind in enumerate(kinds):
-        for column, (part, draw) in enumerate(panels):
+    # One column per kind of image and one row per panel: a figure that reads whole on a screen.
+    width = 9.0 * len(kinds)
+    height = 3.9 * len(panels) + 1.2
+    figure, grid = plt.subplots(len(panels), len(kinds), figsize=(width, height), squeeze=False)
+    for column, kind in enumerate(kinds):
+        for row, (part, draw) in enumerate(panels):
             axes = grid[row][column]
             if kind not in results[part]:
                 axes.axis("off")
                 continue
             draw(axes, results[part][kind])
-            axes.set_title(textwrap.fill(f"{kind} images: " + axes.get_title(), 75), fontsize=9)
+            axes.set_title(textwrap.fill(f"{kind} images: " + axes.get_title(), 80), fontsize=9)
     header = [question, short_label(results["machine"]), "command: " + _command(results)]
     figure.suptitle("\n".join(textwrap.fill(line, int(width * 14)) for line in header), fontsize=9)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))  # room for the three header lines
     output.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(output, dpi=110)
     plt.close(figure)
