@@ -77,6 +77,18 @@ def _byte_tensor(data: JpegData) -> torch.Tensor:
     return torch.frombuffer(encoded, dtype=torch.uint8)
 
 
+#: Tensor operations that treat an EncodedJpeg as the bytes it is: copies, moves, pickling,
+#: metadata and reads. Anything else (reshape, arithmetic, float conversion) would compute on
+#: the encoded bytes as if they were pixels, so it raises instead; see __torch_function__.
+_BYTE_OPERATIONS = frozenset({
+    "__reduce_ex__", "__setstate__", "__deepcopy__", "__get__", "__len__", "__getitem__",
+    "__repr__", "__format__", "clone", "to", "cpu", "detach", "detach_", "requires_grad_",
+    "pin_memory", "is_pinned", "share_memory_", "is_shared", "numel", "dim", "size", "stride",
+    "storage_offset", "is_contiguous", "contiguous", "data_ptr", "numpy", "tolist",
+    "element_size", "untyped_storage", "_typed_storage", "storage", "equal",
+})
+
+
 def _channels_of(mode: str, stored_channels: int) -> int:
     """How many channels a decode in ``mode`` gives for a file with ``stored_channels``."""
     return {"rgb": 3, "gray": 1}.get(mode, stored_channels)
@@ -201,6 +213,20 @@ class EncodedJpeg(tv_tensors.Image):
                          stored_channels=kwargs.get("stored_channels", like.stored_channels),
                          options=kwargs.get("options", like.options),
                          source=kwargs.get("source", like.source))
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (),
+                           kwargs: Optional[Mapping[str, Any]] = None) -> Any:
+        # A transform that computes on the tensor directly instead of through a v2 functional
+        # (AugMix, ToPILImage) would otherwise treat the encoded bytes as a one-row image and
+        # return garbage that looks valid. Refusing is the only way to never give wrong pixels.
+        name = getattr(func, "__name__", "")
+        if name not in _BYTE_OPERATIONS:
+            raise TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
+                            "bytes, not pixels. Decode it first: a crop or resize of "
+                            "torchvision's v2 transforms, custom_op.transforms.DecodeJPEG(), or "
+                            ".decode()")
+        return super().__torch_function__(func, types, args, kwargs)
 
     @classmethod
     def _wrap_output(cls, output: Any, args: Sequence[Any] = (),

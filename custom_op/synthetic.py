@@ -219,3 +219,49 @@ def write_jpeg_folder(
                     progressive=progressive)
         os.replace(temporary, path)
     return sorted(paths)
+
+
+def write_coco_detection(
+    root: str | os.PathLike[str],
+    num_images: int,
+    height: int,
+    width: int,
+    *,
+    boxes_per_image: int = 4,
+    categories: Sequence[str] = ("leaf", "stone", "shadow"),
+    quality: int = 90,
+    seed: int = 0,
+) -> pathlib.Path:
+    """Write a COCO-style detection set: photo-like JPEGs and one JSON file of boxes.
+
+    The images go to ``root/images`` (as :func:`write_jpeg_folder` writes
+    them, in one folder), the annotations to ``root/annotations.json`` with
+    COCO's ``images``, ``annotations`` (``bbox`` as [x, y, width, height],
+    ``category_id``, ``area``, ``iscrowd``) and ``categories``; image ids start
+    at 1, and every image has ``boxes_per_image`` random boxes. Returns the
+    JSON file's path.
+    """
+    import json
+
+    root = pathlib.Path(root)
+    paths = write_jpeg_folder(root, num_images, height, width, classes=("images",),
+                              quality=quality, seed=seed)
+    rng = np.random.default_rng(seed)
+    images, annotations = [], []
+    for image_id, path in enumerate(paths, start=1):
+        images.append({"id": image_id, "file_name": path.name, "height": height, "width": width})
+        for _ in range(boxes_per_image):
+            box_width = float(rng.uniform(8, width / 2))
+            box_height = float(rng.uniform(8, height / 2))
+            x = float(rng.uniform(0, width - box_width))
+            y = float(rng.uniform(0, height - box_height))
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
+                                "bbox": [x, y, box_width, box_height],
+                                "area": box_width * box_height, "iscrowd": 0,
+                                "category_id": int(rng.integers(1, len(categories) + 1))})
+    document = {"images": images, "annotations": annotations,
+                "categories": [{"id": index, "name": name}
+                               for index, name in enumerate(categories, start=1)]}
+    target = root / "annotations.json"
+    target.write_text(json.dumps(document))
+    return target

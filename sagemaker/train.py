@@ -18,8 +18,10 @@ Started by torchrun (``WORLD_SIZE`` > 1, as SageMaker's ``torch_distributed``
 launcher does), it trains with DistributedDataParallel (gloo on CPU, nccl on
 GPU) and a DistributedSampler; otherwise as one plain process.
 
-Each sample is read as encoded bytes and only a random ``--crop-size`` window
-is decoded, by ``custom_op.transforms.RandomCropJPEG``. ``import custom_op``
+Each sample is read by ``custom_op.JpegFolder`` as an EncodedJpeg, and
+torchvision's own ``v2.RandomCrop`` decodes only a random ``--crop-size``
+window of it. Images stay uint8 through the DataLoader and are normalised once
+per batch on the device (``custom_op.transforms.NormalizeBatch``). ``import custom_op``
 builds the native extension the first time it runs on a machine: in a
 training job that is every job (a fresh container). All ranks import it at
 the same moment; one builds, under a file lock, and the others wait and load
@@ -81,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     hp.add_argument("--log-indices", type=str, default="",
                     help="folder to write indices-rank<N>.json into: the dataset indices each "
                          "rank trained on, per epoch; empty = off (default)")
+    hp.add_argument("--on-error", type=str, default="raise", choices=("raise", "substitute"),
+                    help="a JPEG that cannot be decoded: raise (stop the job, naming the file; "
+                         "default) or substitute the next sample, logging a warning that names "
+                         "the file")
     hp.add_argument("--install-jpeg-headers", type=int, default=0, choices=(0, 1),
                     help="1: if libjpeg-turbo's headers are missing, install them with apt-get "
                          "before building custom_op (needs root, as in SageMaker containers); "
@@ -109,83 +115,81 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--lr must be positive, got {args.lr}")
 
 
-def find_samples(root_text: str) -> tuple[list[str], list[tuple[str, int]]]:
-    """Returns (class names, [(path, class index)]) or exits with a clear message."""
+def check_channel_folder(root_text: str) -> Path:
+    """The training data folder, or exit with a message that says where it should be."""
     root = Path(root_text).expanduser()
-    where = (f"Point SM_CHANNEL_TRAIN (set by SageMaker for the 'train' channel; "
-             f"default ./data/train) or --train at a folder of class subfolders holding "
-             f"JPEG files: <folder>/<class>/<image>.jpg.")
     if not root.exists():
         raise SystemExit(f"train.py: the training data folder {root.resolve()} does not exist. "
-                         + where)
+                         + _WHERE)
     if not root.is_dir():
         raise SystemExit(f"train.py: the training data path {root.resolve()} is not a folder. "
-                         + where)
-    classes: list[str] = []
-    samples: list[tuple[str, int]] = []
-    for class_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files = sorted(p for p in class_dir.rglob("*")
-                       if p.suffix.lower() in JPEG_SUFFIXES and not p.name.startswith(".")
-                       and p.is_file())
-        if files:
-            samples.extend((str(p), len(classes)) for p in files)
-            classes.append(class_dir.name)
-    if not samples:
-        loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
-        detail = (f" (it holds {len(loose)} JPEG files directly, but they must be in one "
-                  f"subfolder per class)" if loose else "")
-        raise SystemExit(f"train.py: the training data folder {root.resolve()} is empty: no JPEG "
-                         f"files (.jpg, .jpeg) in class subfolders{detail}. " + where)
-    return classes, samples
+                         + _WHERE)
+    return root
+
+
+_WHERE = ("Point SM_CHANNEL_TRAIN (set by SageMaker for the 'train' channel; default "
+          "./data/train) or --train at a folder of class subfolders holding JPEG files: "
+          "<folder>/<class>/<image>.jpg.")
 
 
 # --------------------------------------------------------------------------
 # Data and model. torch is imported inside functions (see above).
 # --------------------------------------------------------------------------
 
-class JpegFolder:
-    """Map-style dataset: (uint8 CHW crop, class index, sample index).
+#: Per-channel mean and standard deviation the model's input is normalised with, on the device.
+NORMALIZE_MEAN = (0.5, 0.5, 0.5)
+NORMALIZE_STD = (0.25, 0.25, 0.25)
 
-    Returning the index lets each rank record which samples it trained on.
+
+def open_dataset(args: argparse.Namespace):
+    """custom_op.JpegFolder over the channel: torchvision's listing, encoded JPEGs, uint8 crops.
+
+    The transform is torchvision's own: RandomCrop decodes only the window of
+    each EncodedJpeg, the flip works on the uint8 window. Images stay uint8
+    until the device (see Trainer), which keeps the DataLoader's workers
+    decoding instead of converting. Exits with a clear message for a folder
+    without images.
     """
+    from torchvision.transforms import v2
 
-    def __init__(self, samples: list[tuple[str, int]], crop_size: int) -> None:
-        import custom_op.transforms
+    import custom_op
 
-        self.samples = samples
-        self.crop = custom_op.transforms.RandomCropJPEG(crop_size, mode="rgb")
+    transform = v2.Compose([v2.RandomCrop(args.crop_size), v2.RandomHorizontalFlip()])
+    try:
+        return custom_op.JpegFolder(args.train, transform=transform, extensions=JPEG_SUFFIXES,
+                                    on_error=args.on_error)
+    except FileNotFoundError as error:
+        root = Path(args.train).expanduser().resolve()
+        loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
+        detail = (f" (it holds {len(loose)} JPEG files directly, but they must be in one "
+                  f"subfolder per class)" if loose else "")
+        raise SystemExit(f"train.py: the training data folder {root} is empty: no JPEG files "
+                         f"(.jpg, .jpeg) in class subfolders{detail} ({error}). " + _WHERE)
+
+
+class WithIndex:
+    """(image, class index, sample index): the index lets each rank record what it trained on."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset = dataset
 
     def __len__(self) -> int:
-        return len(self.samples)
+        return len(self.dataset)
 
     def __getitem__(self, index: int):
-        import torch
-
-        path, target = self.samples[index]
-        # bytearray: torch.frombuffer wants a writable buffer to share without a warning.
-        data = torch.frombuffer(bytearray(Path(path).read_bytes()), dtype=torch.uint8)
-        try:
-            image = self.crop(data)
-        except (RuntimeError, ValueError) as error:  # JpegDecodeError is a RuntimeError
-            raise RuntimeError(f"{path}: {error}") from error
-        if torch.rand(()) < 0.5:
-            image = image.flip(-1)
+        image, target = self.dataset[index]
         return image, target, index
 
 
 def build_model(num_classes: int, width: int = 32):
-    """A small CNN for uint8 RGB CHW input; normalisation is part of the model."""
+    """A small CNN for normalised float RGB input (see NORMALIZE_MEAN, NORMALIZE_STD)."""
     from torch import nn
-
-    class ToFloat(nn.Module):
-        def forward(self, x):
-            return (x.float() - 127.5) / 64.0
 
     def block(channels_in: int, channels_out: int) -> list:
         return [nn.Conv2d(channels_in, channels_out, 3, stride=2, padding=1, bias=False),
                 nn.BatchNorm2d(channels_out), nn.ReLU(inplace=True)]
 
-    return nn.Sequential(ToFloat(), *block(3, width), *block(width, 2 * width),
+    return nn.Sequential(*block(3, width), *block(width, 2 * width),
                          *block(2 * width, 4 * width), *block(4 * width, 4 * width),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, num_classes))
 
@@ -258,8 +262,7 @@ def install_jpeg_headers(ranks: Ranks) -> None:
         ranks.log("apt-get could not install libjpeg-turbo's headers")
 
 
-def _log_start(args: argparse.Namespace, ranks: Ranks, classes: list[str],
-               samples: list[tuple[str, int]]) -> None:
+def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
     ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
                    f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
                    f"crop_size={args.crop_size} seed={args.seed}")
@@ -267,15 +270,15 @@ def _log_start(args: argparse.Namespace, ranks: Ranks, classes: list[str],
                    f"SM_HOSTS={os.environ.get('SM_HOSTS', '-')} "
                    f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
                    f"world size {ranks.world_size}")
-    ranks.log_main(f"data: {len(samples)} JPEG files in {len(classes)} classes in "
+    ranks.log_main(f"data: {len(dataset)} JPEG files in {len(dataset.classes)} classes in "
                    f"{Path(args.train).resolve()}")
 
 
 def import_custom_op(ranks: Ranks):
-    """Imports custom_op, which builds it on a cold machine: every rank at the same moment."""
-    _add_custom_op_to_path()
+    """Loads custom_op's extension, which builds it on a cold machine: every rank at once."""
     started = time.monotonic()
     import custom_op
+    custom_op.libjpeg_version()  # the first call that needs the extension loads (or builds) it
     seconds = time.monotonic() - started
     ranks.log(f"custom_op ready after {seconds:.1f} s (libjpeg-turbo "
               f"{custom_op.libjpeg_version()}, from {Path(custom_op.__file__).parent})")
@@ -310,30 +313,31 @@ def setup_device(ranks: Ranks):
     return device, cuda
 
 
-def check_crop_size(custom_op, args: argparse.Namespace, samples: list[tuple[str, int]]) -> None:
+def check_crop_size(custom_op, args: argparse.Namespace, dataset) -> None:
+    first = dataset.samples[0][0]
     try:
-        height, width, _ = custom_op.jpeg_size(Path(samples[0][0]).read_bytes())
+        height, width, _ = custom_op.jpeg_size(Path(first).read_bytes())
     except custom_op.JpegDecodeError as error:
-        raise SystemExit(f"train.py: {samples[0][0]} is not a readable JPEG: {error}")
+        raise SystemExit(f"train.py: {first} is not a readable JPEG: {error}")
     if args.crop_size > min(height, width):
         raise SystemExit(f"train.py: --crop-size {args.crop_size} is larger than the images "
-                         f"({samples[0][0]} is {height} x {width}); choose a smaller crop")
+                         f"({first} is {height} x {width}); choose a smaller crop")
 
 
-def make_loader(args: argparse.Namespace, ranks: Ranks, samples: list[tuple[str, int]], cuda: bool):
-    """Returns (dataset, sampler, loader); each rank gets a disjoint, equal share."""
+def make_loader(args: argparse.Namespace, ranks: Ranks, dataset, cuda: bool):
+    """Returns (sampler, loader); each rank gets a disjoint, equal share."""
     import torch
     from torch.utils.data import DataLoader, DistributedSampler
 
     torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
-    dataset = JpegFolder(samples, args.crop_size)
+    indexed = WithIndex(dataset)
     # drop_last: ranks get disjoint, equal shares (no padding with repeated samples).
-    sampler = DistributedSampler(dataset, num_replicas=ranks.world_size, rank=ranks.rank,
+    sampler = DistributedSampler(indexed, num_replicas=ranks.world_size, rank=ranks.rank,
                                  shuffle=True, seed=args.seed, drop_last=True)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
+    loader = DataLoader(indexed, batch_size=args.batch_size, sampler=sampler,
                         num_workers=args.num_workers, pin_memory=cuda,
                         persistent_workers=args.num_workers > 0 and args.epochs > 1)
-    return dataset, sampler, loader
+    return sampler, loader
 
 
 class Trainer:
@@ -343,9 +347,12 @@ class Trainer:
         import torch
         from torch.nn.parallel import DistributedDataParallel
 
+        from custom_op.transforms import NormalizeBatch
+
         self.args, self.ranks, self.device, self.cuda = args, ranks, device, cuda
         torch.manual_seed(args.seed)  # the same initial weights everywhere (DDP also broadcasts)
         self.model = build_model(num_classes).to(device)
+        self.normalize = NormalizeBatch(NORMALIZE_MEAN, NORMALIZE_STD)
         self.trained = DistributedDataParallel(self.model, device_ids=[ranks.local_rank] if cuda else None) \
             if ranks.distributed else self.model
         self.optimizer = torch.optim.SGD(self.trained.parameters(), lr=args.lr, momentum=0.9)
@@ -368,7 +375,9 @@ class Trainer:
         epoch_start = fetch_start = time.perf_counter()
         for batch, targets, indices in loader:
             data_wait += time.perf_counter() - fetch_start
-            loss = self.criterion(self.trained(batch.to(self.device, non_blocking=True)),
+            # uint8 through the DataLoader and the copy; normalised once per batch, here.
+            images_on_device = self.normalize(batch.to(self.device, non_blocking=True))
+            loss = self.criterion(self.trained(images_on_device),
                                   targets.to(self.device, non_blocking=True))
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -433,7 +442,8 @@ def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, class
     model_dir.mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": trainer.model.state_dict(), "classes": classes,
                 "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
-                "in sagemaker/train.py", "input": "uint8 RGB, N x 3 x H x W"},
+                "in sagemaker/train.py", "input": "float RGB, N x 3 x H x W: uint8 scaled to [0, 1], then normalised",
+                "normalize_mean": NORMALIZE_MEAN, "normalize_std": NORMALIZE_STD},
                model_dir / "model.pth")
     ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
     output_dir = Path(args.output_data_dir)
@@ -448,16 +458,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_arguments(parser, args)
-    # Before anything else starts (torch, the build, the process group).
-    classes, samples = find_samples(args.train)
+    # Before anything else starts (the build, the process group).
+    check_channel_folder(args.train)
+    _add_custom_op_to_path()
+    dataset = open_dataset(args)  # lists the files; builds nothing yet
+    classes = dataset.classes
     ranks = Ranks()
-    _log_start(args, ranks, classes, samples)
+    _log_start(args, ranks, dataset)
     if args.install_jpeg_headers:
         install_jpeg_headers(ranks)
     custom_op, import_seconds = import_custom_op(ranks)
     device, cuda = setup_device(ranks)
-    check_crop_size(custom_op, args, samples)
-    dataset, sampler, loader = make_loader(args, ranks, samples, cuda)
+    check_crop_size(custom_op, args, dataset)
+    sampler, loader = make_loader(args, ranks, dataset, cuda)
     trainer = Trainer(args, ranks, len(classes), device, cuda)
     ranks.log_main(f"{len(sampler)} samples per rank and epoch, batch size {args.batch_size} per "
                    f"rank, {len(loader)} steps per epoch"

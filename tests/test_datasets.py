@@ -1,4 +1,5 @@
-"""custom_op.datasets.JpegFolder: ImageFolder's files and labels, with JPEGs left undecoded.
+"""custom_op.datasets: JpegFolder (ImageFolder's files and labels, JPEGs left undecoded) and
+CocoJpegDetection (CocoDetection's targets, JPEGs left undecoded).
 
 The tree mixes what a real folder holds: photo-like JPEGs from
 custom_op.synthetic, a PNG under a .JPEG name (as in ImageNet), a CMYK and a
@@ -21,6 +22,8 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision.datasets import DatasetFolder, ImageFolder
+from torchvision import tv_tensors
+from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as v2_functional
 
 import custom_op
@@ -254,3 +257,72 @@ def test_data_loader_workers(tree: pathlib.Path, context: str) -> None:
         labels += targets.tolist()
     assert [len(targets) for _, targets in batches] == [4, 4, 4, 1]
     assert sorted(labels) == sorted(dataset.targets)
+
+
+def test_is_valid_file_comes_from_torchvision(tree: pathlib.Path) -> None:
+    def only_gray(path: str) -> bool:
+        return "gray" in path
+
+    ours = JpegFolder(tree, is_valid_file=only_gray, allow_empty=True)
+    theirs = DatasetFolder(str(tree), loader=lambda path: path, is_valid_file=only_gray,
+                           allow_empty=True)
+    assert ours.samples == theirs.samples == [(str(tree / "eel/gray.JPG"), 2)]
+    with pytest.raises(ValueError, match="Both extensions and is_valid_file cannot be None "
+                                         "or not None at the same time"):
+        JpegFolder(tree, extensions=(".jpg",), is_valid_file=only_gray)
+
+
+@pytest.mark.parametrize("relative", GENERATED[:2] + list(EXTRA))
+def test_torchvision_transforms_work_on_the_items(tree: pathlib.Path, relative: str) -> None:
+    """Keeping v2.RandomResizedCrop while switching from ImageFolder just works."""
+    transform = v2.Compose([v2.RandomResizedCrop(24), v2.RandomHorizontalFlip()])
+    dataset = JpegFolder(tree, transform=transform, exact=True)
+    index = _index(dataset, tree, relative)
+    image_folder = ImageFolder(tree, transform=v2.Compose([v2.ToImage(), transform]))
+    for seed in range(3):
+        torch.manual_seed(seed)
+        image, target = dataset[index]
+        torch.manual_seed(seed)
+        expected, expected_target = image_folder[index]
+        assert type(image) is tv_tensors.Image and image.shape == expected.shape == (3, 24, 24)
+        assert target == expected_target
+        if relative in NOT_JPEG:  # Pillow's pixels on both sides
+            assert torch.equal(image, expected)
+
+
+def test_items_of_a_folder_are_encoded_jpegs_with_the_options(tree: pathlib.Path) -> None:
+    dataset = JpegFolder(tree, mode="gray", strict=False, seek=False)
+    image, _ = dataset[_index(dataset, tree, GENERATED[0])]
+    assert isinstance(image, custom_op.EncodedJpeg) and image.num_channels == 1
+    assert (image.options.strict, image.options.seek) == (False, False)
+    assert image.source == str(tree / GENERATED[0])
+    png, _ = dataset[_index(dataset, tree, "eel/rgba.png")]
+    assert type(png) is tv_tensors.Image and png.shape == (1, 33, 47)
+
+
+def test_on_error_substitute_replaces_and_logs_each_bad_file(bad_tree: pathlib.Path,
+                                                             caplog) -> None:
+    dataset = JpegFolder(bad_tree, transform=v2.CenterCrop(16), on_error="substitute")
+    good = _index(dataset, bad_tree, "a/good.jpg")
+    expected, _ = dataset[good]
+    with caplog.at_level("WARNING", logger="custom_op.datasets"):
+        items = [dataset[index] for index in range(len(dataset))]
+    for image, _ in items:
+        assert torch.equal(image, expected)  # every bad file was replaced by the good one
+    assert dataset.substitutions == len(dataset) - 1
+    named = [name for name in ("truncated.jpg", "garbage.jpg", "text.jpg", "empty.jpg")
+             if any(name in record.getMessage() for record in caplog.records)]
+    assert named == ["truncated.jpg", "garbage.jpg", "text.jpg", "empty.jpg"]
+    assert "4 replacements so far" in caplog.records[-1].getMessage()
+
+
+def test_on_error_substitute_gives_up_when_nothing_decodes(bad_tree: pathlib.Path,
+                                                           tmp_path: pathlib.Path) -> None:
+    (tmp_path / "a").mkdir()
+    for name in ("x.jpg", "y.jpg"):
+        (tmp_path / "a" / name).write_bytes(b"\xff\xd8\xff\xe0 broken")
+    dataset = JpegFolder(tmp_path, on_error="substitute")
+    with pytest.raises(custom_op.JpegDecodeError, match=r"x\.jpg: .*none of the next"):
+        dataset[0]
+    with pytest.raises(ValueError, match="on_error must be one of"):
+        JpegFolder(tmp_path, on_error="skip")

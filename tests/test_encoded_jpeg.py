@@ -279,7 +279,20 @@ def test_pickles_clones_and_moves_with_its_metadata(files) -> None:
         assert (copy.canvas_size, copy.num_channels, copy.options, copy.source) == \
             ((7, 13), 1, encoded.options, "a.jpg")
         assert torch.equal(copy.decode(), encoded.decode())
-    assert type(encoded.float()) is torch.Tensor  # not an encoded file any more
+
+
+@pytest.mark.parametrize("operation", [lambda e: e.float(), lambda e: e.reshape(1, 1, -1),
+                                       lambda e: e + 1, lambda e: torch.stack([e, e]),
+                                       lambda e: v2.AugMix()(e)],
+                         ids=["float", "reshape", "add", "stack", "AugMix"])
+def test_computing_on_the_bytes_as_pixels_is_refused(files, operation) -> None:
+    """Transforms that bypass the v2 functionals (AugMix) must not turn bytes into garbage."""
+    encoded = EncodedJpeg(files["420-base-q90-120x200"])
+    # Python turns a TypeError from an operator (e + 1) into its own "unsupported operand".
+    with pytest.raises(TypeError, match=r"cannot run on an EncodedJpeg: it holds a JPEG's "
+                                        r"encoded bytes, not pixels. Decode it first|"
+                                        r"unsupported operand type\(s\) for \+: 'EncodedJpeg'"):
+        operation(encoded)
 
 
 class _InMemory(Dataset):

@@ -67,8 +67,11 @@ def check_saved_model(path: Path, classes: list[str]) -> None:
     model.eval()
     crops = torch.randint(0, 256, (2, 3, checkpoint["crop_size"], checkpoint["crop_size"]),
                           dtype=torch.uint8)
+    from custom_op.transforms import NormalizeBatch
+
+    normalize = NormalizeBatch(checkpoint["normalize_mean"], checkpoint["normalize_std"])
     with torch.no_grad():
-        assert model(crops).shape == (2, len(classes))
+        assert model(normalize(crops)).shape == (2, len(classes))
 
 
 # --------------------------------------------------------------------------
