@@ -32,7 +32,6 @@ import random
 import sys
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
