@@ -20,6 +20,8 @@ Methods:
   custom_op full image the same operator asked for the whole image (what the crop saves)
   torchvision + slice  torchvision.io.decode_jpeg(tensor, mode=RGB)[:, y:y+h, x:x+w]
   Pillow + crop        Image.open(BytesIO(b)).convert("RGB").crop(...) -> tensor (CHW view)
+  torchcodec + slice   torchcodec.decoders.decode_jpeg(tensor, mode="RGB")[:, y:y+h, x:x+w]: the
+                       decoder torchvision 0.29 deprecates its own for (make bench installs it)
   tensorflow           tf.io.decode_and_crop_jpeg(tf.string constant, [y, x, h, w]), if installed
   simplejpeg + slice   simplejpeg.decode_jpeg(b)[y:y+h, x:x+w] -> tensor, if installed
 
@@ -51,6 +53,7 @@ TORCHVISION = "torchvision decode_jpeg + slice"
 PILLOW = "Pillow open/convert/crop"
 TENSORFLOW = "tf.io.decode_and_crop_jpeg"
 SIMPLEJPEG = "simplejpeg decode + slice"
+TORCHCODEC = "torchcodec decode_jpeg + slice"
 
 
 @dataclass
@@ -109,6 +112,22 @@ def _pillow_method() -> Method:
     return Method(PILLOW, bytes, crop)
 
 
+def _torchcodec_method() -> Method:
+    """torchcodec's decode_jpeg: torchvision 0.29 deprecates its own decoder in favour of it."""
+    if importlib.util.find_spec("torchcodec") is None:
+        return Method(TORCHCODEC, None, None, note="not installed")
+    try:
+        import torchcodec
+        from torchcodec.decoders import decode_jpeg
+    except (ImportError, OSError, RuntimeError) as error:  # built for another torch: say so, time the rest
+        return Method(TORCHCODEC, None, None, note=f"not loadable: {str(error)[:60]}")
+
+    def crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        return decode_jpeg(data, mode="RGB")[:, y:y + height, x:x + width]
+
+    return Method(TORCHCODEC, _as_uint8_tensor, crop, note=f"torchcodec {torchcodec.__version__}")
+
+
 def _tensorflow_method() -> Method:
     if importlib.util.find_spec("tensorflow") is None:
         return Method(TENSORFLOW, None, None, note="not installed")
@@ -143,7 +162,7 @@ def _simplejpeg_method() -> Method:
 
 
 def all_methods() -> list[Method]:
-    return [*_custom_op_methods(), _torchvision_method(), _pillow_method(),
+    return [*_custom_op_methods(), _torchvision_method(), _torchcodec_method(), _pillow_method(),
             _tensorflow_method(), _simplejpeg_method()]
 
 
