@@ -80,11 +80,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_table(part: str, kind: str, result: dict) -> None:
+    """A part's table for one kind of image, and the time the part took."""
+    print("\n" + PARTS[part].format_table(result), flush=True)
+    print(f"({part} on {kind} images: {result['elapsed_s']:.0f} s)", flush=True)
+
+
 def _print_tables(results: dict) -> None:
     """Every part's table for every kind of image in ``results``, in the order of a run."""
-    for part, module in PARTS.items():
-        for result in results.get(part, {}).values():
-            print("\n" + module.format_table(result), flush=True)
+    for part in PARTS:
+        for kind, result in results.get(part, {}).items():
+            _print_table(part, kind, result)
 
 
 def _kinds_for(part: str, args: argparse.Namespace) -> tuple[str, ...]:
@@ -131,8 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\n{part} on {kind} images skipped: {error}", flush=True)
                 continue
             results[part][kind]["elapsed_s"] = time.perf_counter() - part_started
-            print("\n" + module.format_table(results[part][kind]), flush=True)
-            print(f"({part} on {kind} images: {results[part][kind]['elapsed_s']:.0f} s)", flush=True)
+            _print_table(part, kind, results[part][kind])
 
     results["elapsed_s"] = time.perf_counter() - started
     name = args.name or report.default_run_name(args.command, described)

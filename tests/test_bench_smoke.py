@@ -73,7 +73,7 @@ def test_interleaved_rounds_rotate_and_report_the_spread():
     assert (row["median_images_per_s"], row["spread"]) == (20.0, 1.0)
 
 
-def test_one_part_writes_its_json_and_chart(tmp_path):
+def test_one_part_writes_its_json_and_chart_and_reprints_its_table(tmp_path, capsys):
     bench_main.main(["operator", "--images", "generated", "--num-images", "2", "--repeats", "1",
                      "--cache", str(tmp_path / "data"), "--results", str(tmp_path / "results"), "--name", "smoke"])
     results = json.loads((tmp_path / "results" / "smoke.json").read_text(encoding="utf-8"))
@@ -81,3 +81,7 @@ def test_one_part_writes_its_json_and_chart(tmp_path):
     assert methods["custom_op crop"]["samples"] == 2
     assert results["operator"]["generated"]["config"]["corpus"]["source"] == "generated"
     assert (tmp_path / "results" / "smoke-crops.png").stat().st_size > 0
+    printed = capsys.readouterr().out
+    table = printed[printed.index("Per-crop time"):printed.index("Results:")].strip()
+    bench_main.main(["tables", str(tmp_path / "results" / "smoke.json")])
+    assert table in capsys.readouterr().out
