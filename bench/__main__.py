@@ -34,6 +34,7 @@ import json
 import pathlib
 import sys
 import time
+import traceback
 
 from bench import images, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, imagenet_bench, operator_bench,
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     print(machine.format_machine(described), flush=True)
     results = {"command": args.command, "argv": argv, "machine": described,
                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    sources = {}
+    sources, failures = {}, []
     for part, module in PARTS.items():
         if args.command not in ("all", part):
             continue
@@ -136,16 +137,23 @@ def main(argv: list[str] | None = None) -> None:
             except photos.PhotosUnavailable as error:
                 print(f"\n{part} on {kind} images skipped: {error}", flush=True)
                 continue
+            except Exception:  # noqa: BLE001 - keep the other parts' figures; fail at the end
+                failures.append(f"{part} on {kind} images")
+                print(f"\n{part} on {kind} images FAILED:\n{traceback.format_exc()}", flush=True)
+                continue
             results[part][kind]["elapsed_s"] = time.perf_counter() - part_started
             _print_table(part, kind, results[part][kind])
 
     results["elapsed_s"] = time.perf_counter() - started
+    results["failures"] = failures
     name = args.name or report.default_run_name(args.command, described)
     json_path = report.write_json(args.results, name, results)
     print(f"\nResults: {json_path}")
     for path in chart.draw_all(results, args.results, name):
         print(f"Chart: {path}")
     print(f"Total time: {results['elapsed_s']:.0f} s")
+    if failures:
+        raise SystemExit(f"failed: {', '.join(failures)} (tracebacks above; the other parts' results are saved)")
 
 
 if __name__ == "__main__":
