@@ -1,5 +1,5 @@
 # make test   - create .venv if missing, install what is needed, build, run the tests
-# make bench  - the same, then the seed's experiment and the peer comparison
+# make bench  - the same, then every benchmark part on generated and real photos
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
 PYTHON ?= python3
@@ -17,7 +17,7 @@ DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-de
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: all test bench deps jpeg-headers clean
+.PHONY: all test bench bench-photos deps jpeg-headers clean
 
 all: test
 
@@ -50,8 +50,30 @@ jpeg-headers:
 test: deps
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
-bench: deps
+BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
+
+$(BENCH_STAMP): bench/requirements.txt | $(DEPS_STAMP)
+	$(PY) -m pip install -r bench/requirements.txt
+	rm -f $(VENV)/.bench-deps-*
+	touch $@
+
+bench: deps bench-photos $(BENCH_STAMP)
 	$(PY) -m bench $(BENCH_ARGS)
+
+# The benchmark's real photos: Debian's wallpaper package, installed with
+# apt-get when missing and we are root, otherwise we say what to install
+# (the benchmark then runs on generated images only). scikit-learn's two
+# sample images are read from its wheel by bench/photos.py.
+BENCH_PHOTOS_PACKAGE := lomiri-wallpapers-16.04
+bench-photos:
+	@if [ -f /usr/share/backgrounds/Bridge_by_Sander_Klootwijk.jpg ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing the benchmark's photos ($(BENCH_PHOTOS_PACKAGE)) with apt-get"; \
+	  apt-get update -qq && apt-get install -y -qq $(BENCH_PHOTOS_PACKAGE); \
+	else \
+	  echo "No $(BENCH_PHOTOS_PACKAGE) photos: the benchmark runs on generated images only."; \
+	  echo "  For real photos (Debian, Ubuntu): sudo apt-get install $(BENCH_PHOTOS_PACKAGE)"; \
+	fi
 
 # Fuzzing and sanitizers (issue 6) and the local SageMaker run (issue 5).
 include fuzz/fuzz.mk

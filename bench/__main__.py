@@ -1,40 +1,56 @@
-"""Runs the benchmarks: ``python -m bench [all|operator|pipeline|imagenet|prepared|chart] [options]``.
+"""Runs the benchmarks: ``python -m bench [all|PART] [options]``, or redraws the charts.
 
 From the repository root (``make bench`` does the first, with BENCH_ARGS):
 
-    python -m bench                       # all three parts on defaults: ~3.5 min on 2 idle cores
-                                          # (the first run also generates the images, ~1 min)
-    python -m bench operator --repeats 20
-    python -m bench pipeline --workers 4 --batch-size 64
-    python -m bench imagenet --windows 50   # RandomResizedCrop(224) at 500x375 and 2560x1600
-    python -m bench prepared              # files rewritten by custom_op.prepare: crops and cost
-    python -m bench --data ~/photos       # "all" is implied when the first word is an option
+    python -m bench                          # every part on generated and real files; 11.5 min with
+                                             # smaller counts on 2 busy cores, estimated 6-9 min idle
+                                             # (the first run also makes the images, 2-3 min)
+    python -m bench operator --repeats 20    # one part
+    python -m bench classification --images real --rounds 5
+    python -m bench --data ~/photos          # your own JPEGs for the operator and pipeline parts
     python -m bench chart bench/results/<name>.json
+    python -m bench tables bench/results/<name>.json   # print a saved run's tables again (for docs/)
 
-Prints the machine and one table per part, writes bench/results/<name>.json
-(every median and the configuration, to compare commits) and a PNG chart.
-Generated images are cached under bench/data/ and reused.
+The parts, each an experiment with its own module (its docstring says what
+it runs and how it times it):
+
+  operator        one random crop from one JPEG: custom_op against torchvision, Pillow, peers
+  pipeline        the article's DataLoader experiment (its Dataset, its transforms)
+  imagenet        RandomResizedCrop(224) from JPEG bytes, one thread, and the batched call
+  prepared        files prepared with restart markers: crops, full decodes, the cost of preparing
+  classification  training input pipelines, DataLoader, 500x375: the usual recipes against custom_op's
+  detection       a COCO-style detection pipeline, 800x533: RandomIoUCrop with boxes
+
+Every part runs once per kind of image (``--images``: generated, real or
+both). Prints the machine and one table per part and kind, writes
+bench/results/<name>.json (every figure and the configuration, to compare
+commits) and one PNG chart per question (bench/results/<name>-*.png).
 """
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import json
+import pathlib
+import sys
+import time
+import traceback
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import pathlib  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+from bench import images, machine, photos, report  # the package pins thread counts before torch loads
+from bench import (chart, classification_bench, detection_bench, imagenet_bench, operator_bench,
+                   pipeline_bench, prepared_bench)
 
-from bench import chart, imagenet_bench, operator_bench, pipeline_bench, prepared_bench  # noqa: E402
-
-#: The parts, in the order "all" runs them: each module has add_arguments,
-#: run(args, corpus) and format_table(result).
+#: The parts, in the order "all" runs them: each module has add_arguments(parser),
+#: run(args, source) and format_table(result).
 PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": imagenet_bench,
-         "prepared": prepared_bench}
-#: Parts that generate their own sets of images instead of reading the corpus.
-OWN_IMAGES = ("imagenet", "prepared")
-COMMANDS = ("all", *PARTS, "chart")
+         "prepared": prepared_bench, "classification": classification_bench, "detection": detection_bench}
+#: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.
+CORPUS_PARTS = ("operator", "pipeline")
+COMMANDS = ("all", *PARTS, "chart", "tables")
+
+
+def _first_line(module) -> str:
+    return module.__doc__.split("\n\n")[0].rstrip(".")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,32 +58,47 @@ def _parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="Run 'python -m bench COMMAND --help' for a command's options.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    helps = {"all": "operator, pipeline, imagenet and prepared benchmarks (the default)",
-             "operator": "per-crop time of custom_op against torchvision, Pillow and optional peers",
-             "pipeline": "the article's DataLoader experiment, images per second",
-             "imagenet": "RandomResizedCrop(224) from JPEG bytes against torchvision and PIL, and the batched call",
-             "prepared": "files prepared with restart markers: crop against full decode, and the cost of preparing"}
+    helps = {"all": "every part (the default)", **{part: _first_line(module) for part, module in PARTS.items()}}
     for command, text in helps.items():
         sub = commands.add_parser(command, help=text, description=text)
-        common.add_corpus_arguments(sub)
+        images.add_arguments(sub)
         for part, module in PARTS.items():
             if command in ("all", part):
                 module.add_arguments(sub)
         output = sub.add_argument_group("output")
         output.add_argument("--name", default=None,
                             help="results file name without .json (default: <UTC time>-<commit>-<command>)")
-        output.add_argument("--results", type=pathlib.Path, default=common.DEFAULT_RESULTS,
-                            help=f"folder for the JSON and the chart (default {common.DEFAULT_RESULTS})")
-    redraw = commands.add_parser("chart", help="redraw the PNG from a saved JSON",
-                                 description="Redraw the PNG chart from a saved JSON file.")
+        output.add_argument("--results", type=pathlib.Path, default=report.DEFAULT_RESULTS,
+                            help=f"folder for the JSON and the charts (default {report.DEFAULT_RESULTS})")
+    redraw = commands.add_parser("chart", help="redraw the PNG charts from a saved JSON",
+                                 description="Redraw the PNG charts from a saved JSON file.")
     redraw.add_argument("json", type=pathlib.Path)
     redraw.add_argument("--output", type=pathlib.Path, default=None,
-                        help="PNG path (default: beside the JSON, same name)")
+                        help="folder for the PNGs (default: beside the JSON)")
+    reprint = commands.add_parser("tables", help="print the tables of a saved JSON again",
+                                  description="Print the machine and every table of a saved JSON file.")
+    reprint.add_argument("json", type=pathlib.Path)
     return parser
 
 
-def _chart_path(results_dir: pathlib.Path, command: str) -> pathlib.Path:
-    return results_dir / ("bench.png" if command == "all" else f"bench-{command}.png")
+def _print_table(part: str, kind: str, result: dict) -> None:
+    """A part's table for one kind of image, and the time the part took."""
+    print("\n" + PARTS[part].format_table(result), flush=True)
+    print(f"({part} on {kind} images: {result['elapsed_s']:.0f} s)", flush=True)
+
+
+def _print_tables(results: dict) -> None:
+    """Every part's table for every kind of image in ``results``, in the order of a run."""
+    for part in PARTS:
+        for kind, result in results.get(part, {}).items():
+            _print_table(part, kind, result)
+
+
+def _kinds_for(part: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """The kinds a part runs on: the folder alone when --data replaces a corpus part's images."""
+    if part in CORPUS_PARTS and args.data is not None:
+        return images.KINDS[:1]  # images.corpus() returns --data whatever the kind
+    return images.kinds(args)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,30 +109,51 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.command == "chart":
         results = json.loads(args.json.read_text(encoding="utf-8"))
-        output = chart.draw(results, args.output or args.json.with_suffix(".png"))
-        print(f"Chart: {output}")
+        for path in chart.draw_all(results, args.output or args.json.parent, args.json.stem):
+            print(f"Chart: {path}")
+        return
+    if args.command == "tables":
+        results = json.loads(args.json.read_text(encoding="utf-8"))
+        print(machine.format_machine(results["machine"]))
+        print(f"Command: python -m bench {' '.join(results['argv'])}; {results['elapsed_s']:.0f} s")
+        _print_tables(results)
         return
 
     started = time.perf_counter()
-    machine = common.describe_machine()
-    print(common.format_machine(machine), flush=True)
-    corpus = None
-    if args.command not in OWN_IMAGES:
-        corpus = common.load_corpus(args)
-        print(common.describe_corpus(corpus), flush=True)
-    results = {"command": args.command, "argv": argv, "machine": machine,
+    described = machine.describe_machine()
+    print(machine.format_machine(described), flush=True)
+    results = {"command": args.command, "argv": argv, "machine": described,
                "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
+    sources, failures = {}, []
     for part, module in PARTS.items():
-        if args.command in ("all", part):
-            results[part] = module.run(args, corpus)
-            print("\n" + module.format_table(results[part]), flush=True)
+        if args.command not in ("all", part):
+            continue
+        results[part] = {}
+        for kind in _kinds_for(part, args):
+            part_started = time.perf_counter()
+            try:
+                source = sources.setdefault(kind, images.ImageSource(kind, args))
+                results[part][kind] = module.run(args, source)
+            except photos.PhotosUnavailable as error:
+                print(f"\n{part} on {kind} images skipped: {error}", flush=True)
+                continue
+            except Exception:  # noqa: BLE001 - keep the other parts' figures; fail at the end
+                failures.append(f"{part} on {kind} images")
+                print(f"\n{part} on {kind} images FAILED:\n{traceback.format_exc()}", flush=True)
+                continue
+            results[part][kind]["elapsed_s"] = time.perf_counter() - part_started
+            _print_table(part, kind, results[part][kind])
 
     results["elapsed_s"] = time.perf_counter() - started
-    name = args.name or common.default_run_name(args.command, machine)
-    json_path = common.write_json(args.results, name, results)
-    png_path = chart.draw(results, _chart_path(args.results, args.command))
-    print(f"\nResults: {json_path}\nChart: {png_path}\nTotal time: {results['elapsed_s']:.0f} s")
+    results["failures"] = failures
+    name = args.name or report.default_run_name(args.command, described)
+    json_path = report.write_json(args.results, name, results)
+    print(f"\nResults: {json_path}")
+    for path in chart.draw_all(results, args.results, name):
+        print(f"Chart: {path}")
+    print(f"Total time: {results['elapsed_s']:.0f} s")
+    if failures:
+        raise SystemExit(f"failed: {', '.join(failures)} (tracebacks above; the other parts' results are saved)")
 
 
 if __name__ == "__main__":

@@ -1,156 +1,211 @@
-"""Draws the benchmark results as a PNG (matplotlib, Agg backend).
+"""The benchmark's figures: one PNG per question, each labelled with the machine and the command.
 
-``python -m bench`` draws bench/results/bench.png after every full run (a run
-of one part draws bench/results/bench-<part>.png). To redraw from a saved run:
+  <name>-crops.png      one crop from one JPEG, one thread: custom_op against its peers
+                        (operator part, ms) and RandomResizedCrop(224) (imagenet part, ms,
+                        with the entropy floor drawn as a line, not as a bar among methods)
+  <name>-pipelines.png  DataLoader images/s: classification recipes (the decoder alone drawn
+                        as a line: an upper bound, not a pipeline), detection, the article's
+  <name>-prepared.png   prepared files: a crop's speed-up over a full decode of the same file,
+                        original against prepared; RandomResizedCrop against torchvision
 
-    python -m bench chart bench/results/<name>.json [--output out.png]
+One column of panels per kind of image (generated, real), one row per panel. Every panel shows one
+quantity and at most one kind of ratio. ``python -m bench`` draws them after
+a run; ``python -m bench chart bench/results/<name>.json`` redraws them.
 """
 
 from __future__ import annotations
 
 import pathlib
-from typing import Any
+import textwrap
+from typing import Any, Callable
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-_HIGHLIGHT = "#d95f02"  # custom_op
-_FULL = "#fdb863"  # custom_op decoding the whole image
+from bench.machine import short_label  # noqa: E402
+
+_CUSTOM = "#d95f02"
+_CUSTOM_LIGHT = "#fdb863"  # custom_op doing more work than needed (full decode, float tail)
 _PEER = "#7570b3"
+_REFERENCE = "#1b9e77"
+_SIZE_SHADES = ("#66a61e", "#a6761d", "#666666")  # image sizes, neither custom_op nor a peer
+Panel = Callable[[Any, dict[str, Any]], None]
 
 
 def _colour(name: str) -> str:
-    if name.startswith("custom_op"):
-        return _FULL if "full" in name else _HIGHLIGHT
+    if "custom_op" in name or "EncodedJpeg" in name:
+        return _CUSTOM_LIGHT if ("full" in name or "float32" in name) else _CUSTOM
     return _PEER
 
 
-def _bars(axes, names: list[str], medians: list[float], lows: list[float],
-          highs: list[float]) -> range:
-    """Horizontal bars of the medians with low-high whiskers, first name on top."""
-    positions = range(len(names))
-    below = [median - low for median, low in zip(medians, lows)]
-    above = [high - median for median, high in zip(medians, highs)]
-    axes.barh(positions, medians, xerr=[below, above], color=[_colour(name) for name in names],
-              capsize=3, error_kw={"elinewidth": 1})
-    axes.set_yticks(list(positions), names)
+def _bars(axes, names: list[str], values: list[float], lows: list[float], highs: list[float],
+          labels: list[str]) -> None:
+    """Horizontal bars with low-high whiskers and a text label each, first name on top."""
+    positions = list(range(len(names)))
+    axes.barh(positions, values, xerr=[[v - low for v, low in zip(values, lows)],
+                                       [high - v for v, high in zip(values, highs)]],
+              color=[_colour(name) for name in names], capsize=3, error_kw={"elinewidth": 1})
+    axes.set_yticks(positions, names, fontsize=8)
     axes.invert_yaxis()
-    return positions
+    for position, high, label in zip(positions, highs, labels):
+        axes.text(high, position, "  " + label, va="center", fontsize=7)
+    axes.set_xlim(0, max(highs) * 1.55)
 
 
-def _draw_operator(axes, operator: dict[str, Any]) -> None:
-    rows = [row for row in operator["methods"] if row["available"]]
-    missing = [row["method"] for row in operator["methods"] if not row["available"]]
-    positions = _bars(axes, [row["method"] for row in rows], [row["median_ms"] for row in rows],
-                      [row["p10_ms"] for row in rows], [row["p90_ms"] for row in rows])
-    for position, row in zip(positions, rows):
-        ratio = row.get("speedup_vs_torchvision")
-        label = f"{row['median_ms']:.2f} ms" + (f"  ({ratio:.2f}x vs tv)" if ratio else "")
-        axes.text(row["p90_ms"], position, "  " + label, va="center", fontsize=8)
-    axes.set_xlim(0, max(row["p90_ms"] for row in rows) * 1.7)
-    config = operator["config"]
-    axes.set_xlabel("milliseconds per crop (median, bars p10-p90); lower is better")
-    title = f"One {config['crop']}x{config['crop']} crop from one JPEG, 1 thread"
-    if missing:
-        title += "\nnot installed: " + ", ".join(missing)
-    axes.set_title(title, fontsize=10)
+def _reference_line(axes, value: float, label: str) -> None:
+    axes.axvline(value, color=_REFERENCE, linestyle="--", linewidth=1.2, label=label)
+    axes.legend(fontsize=7, loc="upper right")
 
 
-def _draw_pipeline(axes, pipeline: dict[str, Any]) -> None:
-    rows = pipeline["configs"]
-    positions = _bars(axes, [row["config"] for row in rows],
-                      [row["median_images_per_s"] for row in rows],
-                      [row["min_images_per_s"] for row in rows],
-                      [row["max_images_per_s"] for row in rows])
-    for position, row in zip(positions, rows):
-        label = f"{row['median_images_per_s']:.0f}/s  ({row['speedup_vs_pil']:.2f}x vs PIL)"
-        axes.text(row["max_images_per_s"], position, "  " + label, va="center", fontsize=8)
-    axes.set_xlim(0, max(row["max_images_per_s"] for row in rows) * 1.6)
-    config = pipeline["config"]
-    axes.set_xlabel("images per second (median, bars min-max of rounds); higher is better")
-    axes.set_title(f"DataLoader, {config['workers']} workers, batch {config['batch_size']}, "
-                   f"{config['crop']}x{config['crop']} crops + 3 transforms", fontsize=10)
+def _operator(axes, result: dict[str, Any]) -> None:
+    rows = [row for row in result["methods"] if row["available"]]
+    _bars(axes, [row["method"] for row in rows], [row["median_ms"] for row in rows],
+          [row["p10_ms"] for row in rows], [row["p90_ms"] for row in rows],
+          [f"{row['median_ms']:.2f} ms ({row['speedup_vs_torchvision']:.2f}x tv)" for row in rows])
+    crop = result["config"]["crop"]
+    axes.set_title(f"one {crop}x{crop} crop, {result['config']['corpus']['mean_width']:.0f}x"
+                   f"{result['config']['corpus']['mean_height']:.0f} files", fontsize=9)
+    axes.set_xlabel("ms per crop (median, p10-p90); lower is better", fontsize=8)
 
 
-def _draw_imagenet(axes, imagenet: dict[str, Any]) -> None:
-    cases = imagenet["cases"]
-    names = [row["method"] for row in cases[0]["methods"]]
-    height = 0.8 / len(cases)
-    shades = ("#1b9e77", "#66a61e", "#e6ab02")
-    for number, case in enumerate(cases):
-        ratios = [row["speedup_vs_torchvision"] for row in case["methods"]]
-        positions = [index + (number - (len(cases) - 1) / 2) * height for index in range(len(names))]
-        axes.barh(positions, ratios, height=height, color=shades[number % len(shades)], label=case["label"])
-        for position, row in zip(positions, case["methods"]):
-            axes.text(row["speedup_vs_torchvision"], position,
-                      f"  {row['speedup_vs_torchvision']:.2f}x ({row['median_ms']:.1f} ms)", va="center", fontsize=7)
-    axes.axvline(1.0, color="grey", linewidth=0.8)
-    axes.set_yticks(list(range(len(names))), names)
-    axes.invert_yaxis()
-    axes.set_xlim(0, max(row["speedup_vs_torchvision"] for case in cases for row in case["methods"]) * 1.5)
-    axes.legend(fontsize=8, loc="center right", title="width x height", title_fontsize=8)
-    axes.set_xlabel("speed-up vs torchvision decode + resized_crop (ratio of medians); higher is better")
-    axes.set_title(f"RandomResizedCrop({imagenet['config']['size']}) from JPEG bytes, 1 thread", fontsize=10)
+def _imagenet_case(index: int) -> Panel:
+    def draw(axes, result: dict[str, Any]) -> None:
+        case = result["cases"][index]
+        rows = [row for row in case["methods"] if not row["method"].startswith("floor")]
+        _bars(axes, [row["method"] for row in rows], [row["median_ms"] for row in rows],
+              [row["p10_ms"] for row in rows], [row["p90_ms"] for row in rows],
+              [f"{row['median_ms']:.2f} ms ({row['speedup_vs_torchvision']:.2f}x tv)" for row in rows])
+        _reference_line(axes, case["floor_median_ms"], f"entropy floor {case['floor_median_ms']:.2f} ms")
+        axes.set_title(f"RandomResizedCrop({result['config']['size']}), {case['label']} files", fontsize=9)
+        axes.set_xlabel("ms per image (median, p10-p90); lower is better", fontsize=8)
+    return draw
 
 
-def _draw_prepared(axes, prepared: dict[str, Any]) -> None:
-    """Speed-ups bought by preparing: crop over the same file's full decode, and RRC over torchvision."""
-    labels, values, colours = [], [], []
-    for item in prepared["sets"]:
-        for name, key, colour in (("original", "crop_vs_full_original", _PEER),
-                                  ("prepared", "crop_vs_full_prepared", _HIGHLIGHT)):
-            labels.append(f"{item['label']}, {name}: {item['crop']}px crop vs full")
-            values.append(item[key])
-            colours.append(colour)
-        if "rrc_prepared_vs_torchvision" in item:
-            labels.append(f"{item['label']}, prepared: RRC(224) vs torchvision")
-            values.append(item["rrc_prepared_vs_torchvision"])
-            colours.append(_HIGHLIGHT)
+def _classification(axes, result: dict[str, Any]) -> None:
+    rows = [row for row in result["configs"] if not row["config"].startswith("decoder alone")]
+    _bars(axes, [row["config"] for row in rows], [row["median_images_per_s"] for row in rows],
+          [row["min_images_per_s"] for row in rows], [row["max_images_per_s"] for row in rows],
+          [f"{row['median_images_per_s']:.0f}/s ({row['vs_usual_recipe']:.2f}x usual recipe)" for row in rows])
+    decoder = next((row for row in result["configs"] if row["config"].startswith("decoder alone")), None)
+    if decoder is not None:
+        _reference_line(axes, decoder["median_images_per_s"],
+                        f"decoder alone {decoder['median_images_per_s']:.0f}/s (upper bound)")
+        axes.set_xlim(0, max(axes.get_xlim()[1], decoder["median_images_per_s"] * 1.25))
+    config = result["config"]
+    axes.set_title(f"classification, {config['width']}x{config['height']}, RRC({config['size']}) + flip, "
+                   f"{config['workers']} workers, batch {config['batch_size']}", fontsize=9)
+    axes.set_xlabel("images/s (median of rounds, min-max); higher is better", fontsize=8)
+
+
+def _loader_panel(title: Callable[[dict[str, Any]], str], ratio_key: str, ratio_label: str) -> Panel:
+    def draw(axes, result: dict[str, Any]) -> None:
+        rows = result["configs"]
+        _bars(axes, [row["config"] for row in rows], [row["median_images_per_s"] for row in rows],
+              [row["min_images_per_s"] for row in rows], [row["max_images_per_s"] for row in rows],
+              [f"{row['median_images_per_s']:.0f}/s ({row[ratio_key]:.2f}x {ratio_label})" for row in rows])
+        axes.set_title(title(result["config"]), fontsize=9)
+        axes.set_xlabel("images/s (median of rounds, min-max); higher is better", fontsize=8)
+    return draw
+
+
+def _prepared_crops(axes, result: dict[str, Any]) -> None:
+    labels, originals, prepared = [], [], []
+    for item in result["sets"]:
+        labels.append(item["label"])
+        originals.append(item["crop_vs_full_original"])
+        prepared.append(item["crop_vs_full_prepared"])
     positions = range(len(labels))
-    axes.barh(positions, values, color=colours)
+    axes.barh([p - 0.2 for p in positions], originals, height=0.4, color=_PEER, label="original file")
+    axes.barh([p + 0.2 for p in positions], prepared, height=0.4, color=_CUSTOM, label="prepared file")
+    for position, before, after in zip(positions, originals, prepared):
+        axes.text(before, position - 0.2, f"  {before:.1f}x", va="center", fontsize=7)
+        axes.text(after, position + 0.2, f"  {after:.1f}x", va="center", fontsize=7)
     axes.set_yticks(list(positions), labels, fontsize=8)
     axes.invert_yaxis()
     axes.set_xscale("log")
-    for position, value in zip(positions, values):
-        axes.text(value, position, f"  {value:.1f}x", va="center", fontsize=8)
-    axes.set_xlim(0.8, max(values) * 3)
-    axes.set_xlabel("speed-up (ratio of medians, log scale); higher is better")
-    axes.set_title("Files prepared with restart markers (python -m custom_op.prepare)", fontsize=10)
+    axes.set_xlim(0.8, max(prepared + originals) * 8)
+    axes.axvline(1.0, color="grey", linewidth=0.8)
+    axes.legend(fontsize=7, loc="upper right")
+    crop = result["sets"][0]["crop"]
+    axes.set_title(f"{crop}x{crop} crop: speed-up over a full decode of the file", fontsize=9)
+    axes.set_xlabel("full decode time / crop time (medians, log scale); higher is better", fontsize=8)
 
 
-_DRAWERS = {"operator": _draw_operator, "pipeline": _draw_pipeline, "imagenet": _draw_imagenet,
-            "prepared": _draw_prepared}
+def _prepared_rrc(axes, result: dict[str, Any]) -> None:
+    items = [item for item in result["sets"] if "rrc_methods" in item]
+    names = [row["method"] for row in items[0]["rrc_methods"]] if items else []
+    height = 0.8 / max(1, len(items))
+    for number, item in enumerate(items):
+        positions = [index + (number - (len(items) - 1) / 2) * height for index in range(len(names))]
+        ratios = [row["speedup_vs_torchvision"] for row in item["rrc_methods"]]
+        axes.barh(positions, ratios, height=height, color=_SIZE_SHADES[number % len(_SIZE_SHADES)],
+                  label=item["label"])
+        for position, ratio in zip(positions, ratios):
+            axes.text(ratio, position, f"  {ratio:.2f}x", va="center", fontsize=7)
+    axes.axvline(1.0, color="grey", linewidth=0.8)
+    axes.set_yticks(list(range(len(names))), names, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max([row["speedup_vs_torchvision"] for item in items for row in item["rrc_methods"]] + [1]) * 1.4)
+    axes.legend(fontsize=7, loc="lower right")
+    axes.set_title("RRC(224): speed-up over torchvision, original file", fontsize=9)
+    axes.set_xlabel("torchvision's median / method's median; higher is better", fontsize=8)
 
 
-def draw(results: dict[str, Any], output: pathlib.Path) -> pathlib.Path:
-    """Draws the parts present in ``results`` (operator, pipeline, imagenet, prepared) to ``output``."""
-    parts = [part for part in _DRAWERS if part in results]
-    width = sum(9.5 if part in ("imagenet", "prepared") else 7.5 for part in parts)
-    if len(parts) == 1:
-        width = 12.0  # room for the two-line title
-    figure, axes_list = plt.subplots(1, len(parts), figsize=(width, 4.2), squeeze=False)
-    for axes, part in zip(axes_list[0], parts):
-        _DRAWERS[part](axes, results[part])
-    machine = results["machine"]
-    corpus = next((results[part]["config"]["corpus"] for part in parts if "corpus" in results[part]["config"]),
-                  None)
-    if corpus is not None:
-        images = (f"{corpus['num_files']} JPEGs, {corpus['mean_height']:.0f}x{corpus['mean_width']:.0f} px, "
-                  f"{corpus['mean_encoded_bytes'] / 1024:.0f} KiB mean ({corpus['source']})")
-    else:  # the imagenet or prepared part alone: they generate their own sets
-        sets = results["imagenet"]["cases"] if "imagenet" in results else results["prepared"]["sets"]
-        images = "generated JPEGs: " + ", ".join(f"{item['files']} of {item['label']} (width x height)"
-                                                 for item in sets)
-    figure.suptitle(
-        f"custom_op benchmarks on {machine['cpu']} ({machine['usable_cores']} cores); torch {machine['torch']}, "
-        f"torchvision {machine['torchvision']}, Pillow {machine['pillow']}, libjpeg-turbo "
-        f"{machine['custom_op_libjpeg']} (custom_op)\n{images}; load average at start "
-        f"{(machine.get('load_average_1_5_15') or [float('nan')])[0]:.2f}",
-        fontsize=9)
-    figure.tight_layout()
+#: figure name -> its question and its panels: (part, panel drawer).
+FIGURES: dict[str, tuple[str, list[tuple[str, Panel]]]] = {
+    "crops": ("One crop from one JPEG, one thread: custom_op against its peers", [
+        ("operator", _operator), ("imagenet", _imagenet_case(0)), ("imagenet", _imagenet_case(1))]),
+    "pipelines": ("Input pipelines (DataLoader): images per second", [
+        ("classification", _classification),
+        ("detection", _loader_panel(lambda c: f"detection, {c['width']}x{c['height']}, RandomIoUCrop + "
+                                              f"Resize({c['size']}), {c['workers']} workers, batch {c['batch_size']}",
+                                    "vs_torchvision", "tv")),
+        ("pipeline", _loader_panel(lambda c: f"the article's Dataset, {c['crop']}x{c['crop']} crops, "
+                                             f"{c['workers']} workers, batch {c['batch_size']}",
+                                   "speedup_vs_pil", "PIL"))]),
+    "prepared": ("Files prepared with restart markers (python -m custom_op.prepare)", [
+        ("prepared", _prepared_crops), ("prepared", _prepared_rrc)]),
+}
+
+
+def _command(results: dict[str, Any]) -> str:
+    return "python -m bench " + " ".join(results.get("argv", []))
+
+
+def _draw_figure(results: dict[str, Any], question: str, panels: list[tuple[str, Panel]],
+                 output: pathlib.Path) -> pathlib.Path | None:
+    panels = [(part, draw) for part, draw in panels if results.get(part)]
+    kinds = [kind for kind in ("generated", "real") if any(kind in results[part] for part, _ in panels)]
+    if not panels or not kinds:
+        return None
+    # One column per kind of image and one row per panel: a figure that reads whole on a screen.
+    width = 9.0 * len(kinds)
+    height = 3.9 * len(panels) + 1.2
+    figure, grid = plt.subplots(len(panels), len(kinds), figsize=(width, height), squeeze=False)
+    for column, kind in enumerate(kinds):
+        for row, (part, draw) in enumerate(panels):
+            axes = grid[row][column]
+            if kind not in results[part]:
+                axes.axis("off")
+                continue
+            draw(axes, results[part][kind])
+            axes.set_title(textwrap.fill(f"{kind} images: " + axes.get_title(), 80), fontsize=9)
+    header = [question, short_label(results["machine"]), "command: " + _command(results)]
+    figure.suptitle("\n".join(textwrap.fill(line, int(width * 14)) for line in header), fontsize=9)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.6 / height))  # room for the three header lines
     output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=120)
+    figure.savefig(output, dpi=110)
     plt.close(figure)
     return output
+
+
+def draw_all(results: dict[str, Any], folder: pathlib.Path, name: str) -> list[pathlib.Path]:
+    """Draws every figure whose parts are in ``results`` to ``folder/<name>-<figure>.png``."""
+    drawn = []
+    for figure, (question, panels) in FIGURES.items():
+        path = _draw_figure(results, question, panels, folder / f"{name}-{figure}.png")
+        if path is not None:
+            drawn.append(path)
+    return drawn

@@ -2,18 +2,19 @@
 
 Run from the repository root:
 
-    python -m bench imagenet                      # 40 files of 500x375 and 8 of 2560x1600
+    python -m bench imagenet                      # 40 files of 500x375 and 8 of 2560x1600, each kind
     python -m bench imagenet --windows 20 --batch-rounds 20
     python -m bench.imagenet_bench --help          # the same, without the chart
 
-Photo-like JPEGs (custom_op.synthetic, quality 90, 4:2:0 unless told otherwise)
-of two sizes, width x height: 500x375 (a typical ImageNet file) and 2560x1600.
+Generated and real JPEGs (bench/images.py, quality 90, 4:2:0 unless told
+otherwise) of two sizes, width x height: 500x375 (a typical ImageNet file)
+and 2560x1600.
 Each file gets --windows windows drawn with a fixed torch seed by
-custom_op.transforms.RandomResizedCropJPEG(224).get_params, which draws them as
-torchvision.transforms.v2.RandomResizedCrop does. Every method gets the same
-windows; the encoded bytes are in memory before timing starts.
+torchvision.transforms.v2.RandomResizedCrop(224) itself (bench/sampling.py).
+Every method gets the same windows; the encoded bytes are in memory before
+timing starts.
 
-Methods (one thread; bench.common pins the thread counts before torch loads):
+Methods (one thread; the bench package pins the thread counts before torch loads):
   custom_op            custom_op.decode_and_resized_crop_jpeg(data, *window, 224): the transform's
                        work minus the sampling (window decoded at a reduced DCT scale when it can)
   custom_op crop + tv  F.resize(custom_op.decode_and_crop_jpeg(data, *window), [224, 224]):
@@ -42,25 +43,23 @@ each: images per second from the median of --batch-rounds timed calls.
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import collections
+import gc
+import io
+import os
+import sys
+import time
+from typing import Any, Callable
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import collections  # noqa: E402
-import gc  # noqa: E402
-import io  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import numpy as np
+import torch
+from PIL import Image
+from torchvision.transforms import v2
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-
-import custom_op  # noqa: E402
-from custom_op import _decode  # noqa: E402
-import synthetic  # noqa: E402
-from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
+import custom_op
+from bench import images, report, sampling, timing
+from custom_op import _decode
 
 SIZE = 224
 CUSTOM = "custom_op resized crop"
@@ -119,22 +118,16 @@ def _methods() -> dict[str, Callable[..., Any]]:
             FLOOR: floor}
 
 
-def _files(args: argparse.Namespace, height: int, width: int, count: int) -> tuple[str, list]:
-    recipe = common.recipe_name("imagenet", args, height, width)
-    paths = synthetic.write_jpeg_folder(args.cache / recipe, count, height, width, classes=("images",),
-                                        quality=args.quality, subsampling=args.subsampling, seed=args.seed)
-    return recipe, paths
-
-
-def _time_case(args: argparse.Namespace, label: str, height: int, width: int, count: int,
-               methods: dict[str, Callable[..., Any]]) -> dict[str, Any]:
-    recipe, paths = _files(args, height, width, count)
-    tensors = [common.read_encoded(path) for path in paths]
+def _time_case(args: argparse.Namespace, source: images.ImageSource, label: str, height: int, width: int,
+               count: int, methods: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    files = source.files(height, width, count)
+    recipe, paths = files.description["recipe"], files.paths
+    tensors = images.as_tensors(paths)
     raws = [path.read_bytes() for path in paths]
 
     torch.manual_seed(args.seed)
-    sampler = RandomResizedCropJPEG(SIZE)
-    windows = [[tuple(int(v) for v in sampler.get_params(data)) for _ in range(args.windows)]
+    sampler = v2.RandomResizedCrop(SIZE)
+    windows = [[sampling.random_resized_crop(sampler, data) for _ in range(args.windows)]
                for data in tensors]
     # Window-major order: every file once, then every file again with its next window.
     plan = [(index, windows[index][number]) for number in range(args.windows) for index in range(len(paths))]
@@ -144,11 +137,9 @@ def _time_case(args: argparse.Namespace, label: str, height: int, width: int, co
         for name in names:
             methods[name](tensors[index], raws[index], *file_windows[0])
 
-    samples = common.time_rotating(
+    samples = timing.time_rotating(
         names, plan, lambda name, item: methods[name](tensors[item[0]], raws[item[0]], *item[1]))
-
-    stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
-                    common.percentiles(times).items()} for name, times in samples.items()}
+    stats = timing.milliseconds(samples)
     floor_ms = stats[FLOOR]["median"]
     rows = []
     for name in names:
@@ -161,7 +152,7 @@ def _time_case(args: argparse.Namespace, label: str, height: int, width: int, co
     scales = collections.Counter(_decode.choose_scale(h, w, (SIZE, SIZE)) for _, (_, _, h, w) in plan)
     areas = [h * w / (height * width) for _, (_, _, h, w) in plan]
     return {"label": label, "height": height, "width": width, "files": len(paths), "recipe": recipe,
-            "folder": str(args.cache / recipe),
+            "folder": files.description["folder"], "images": files.description,
             "mean_encoded_bytes": float(np.mean([len(raw) for raw in raws])),
             "windows_per_file": args.windows, "samples_per_method": len(plan),
             "mean_area_fraction": float(np.mean(areas)),
@@ -197,25 +188,26 @@ def _time_batch(label: str, tensors: list, windows: list, batch: int, rounds: in
             "threads": rows, "ratio_2_vs_1": ratio}
 
 
-def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
-    """Times the methods on both image sizes, then the batched call; ``corpus`` is unused."""
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Times the methods on both image sizes, then the batched call, on the source's files."""
     methods = _methods()
     cases, batches, targets = [], [], []
     for label, height, width, option, target in CASES:
-        case = _time_case(args, label, height, width, getattr(args, option), methods)
+        case = _time_case(args, source, label, height, width, getattr(args, option), methods)
         tensors, windows = case.pop("_tensors"), case.pop("_windows")
         cases.append(case)
         batch = args.batch if label == "500x375" else len(tensors)
         batches.append(_time_batch(label, tensors, windows, batch, args.batch_rounds))
         measured = next(row for row in case["methods"] if row["method"] == CUSTOM)["speedup_vs_torchvision"]
-        targets.append({"target": f"custom_op >= {target}x vs torchvision at {label}",
+        targets.append({"target": f"custom_op >= {target}x vs torchvision at {label} ({source.kind})",
                         "required": target, "measured": measured, "holds": measured >= target})
     for batch in batches:
         targets.append({"target": f"batch of {batch['batch']} x {batch['label']}: 2 threads >= "
                                   f"{BATCH_TARGET}x the 1-thread throughput",
                         "required": BATCH_TARGET, "measured": batch["ratio_2_vs_1"],
                         "holds": batch["ratio_2_vs_1"] >= BATCH_TARGET})
-    return {"config": {"size": SIZE, "windows": args.windows, "seed": args.seed, "quality": args.quality,
+    return {"config": {"images": source.kind, "size": SIZE, "windows": args.windows, "seed": args.seed,
+                       "quality": args.quality,
                        "subsampling": args.subsampling, "threads": torch.get_num_threads(),
                        "batch": args.batch, "batch_rounds": args.batch_rounds, "floor_note": FLOOR_NOTE,
                        "load_average_after_1_5_15": list(os.getloadavg())},
@@ -229,16 +221,16 @@ def format_table(result: dict[str, Any]) -> str:
     lines = []
     for case in result["cases"]:
         rows = [[row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}",
-                 common.format_ratio(row["speedup_vs_torchvision"]), common.format_ratio(row["speedup_vs_pillow"]),
-                 common.format_ratio(row["times_floor"])] for row in case["methods"]]
+                 report.format_ratio(row["speedup_vs_torchvision"]), report.format_ratio(row["speedup_vs_pillow"]),
+                 report.format_ratio(row["times_floor"])] for row in case["methods"]]
         scales = ", ".join(f"{scale}: {count}" for scale, count in case["dct_scale_counts"].items())
-        lines += [f"RandomResizedCrop({config['size']}) on {case['files']} files of {case['label']} "
+        lines += [f"RandomResizedCrop({config['size']}) on {case['files']} {config['images']} files of {case['label']} "
                   f"(width x height, {case['mean_encoded_bytes'] / 1024:.0f} KiB mean), one thread, "
                   f"{case['samples_per_method']} samples per method ({case['files']} files x "
                   f"{case['windows_per_file']} windows)",
                   f"mean window area {100 * case['mean_area_fraction']:.0f}% of the image; DCT scale chosen "
                   f"(windows): {scales}; floor median {case['floor_median_ms']:.3f} ms", "",
-                  common.markdown_table(headers, rows, right=[False] + [True] * 6), ""]
+                  report.markdown_table(headers, rows, right=[False] + [True] * 6), ""]
     lines.append(FLOOR_NOTE + "; 'x floor' = method's median / floor's median.")
     lines.append("")
     rows = []
@@ -246,21 +238,19 @@ def format_table(result: dict[str, Any]) -> str:
         for row in batch["threads"]:
             rows.append([f"{batch['batch']} x {batch['label']}", str(row["threads"]),
                          f"{1000 * row['median_s']:.1f}", f"{row['images_per_s']:.0f}",
-                         common.format_ratio(row["images_per_s"] / batch["threads"][0]["images_per_s"])])
-    lines += [f"decode_and_crop_jpeg_batch(size={config['size']}), one window per file, median of "
+                         report.format_ratio(row["images_per_s"] / batch["threads"][0]["images_per_s"])])
+    lines += [f"decode_and_crop_jpeg_batch(size={config['size']}) on {config['images']} files, one window per file, median of "
               f"{config['batch_rounds']} calls", "",
-              common.markdown_table(["batch", "threads", "median ms", "images/s", "vs 1 thread"], rows,
-                                    right=[False, True, True, True, True]), "", "Targets:"]
-    for target in result["targets"]:
-        lines.append(f"  [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
-                     f"measured {target['measured']:.2f}x")
+              report.markdown_table(["batch", "threads", "median ms", "images/s", "vs 1 thread"], rows,
+                                    right=[False, True, True, True, True]), "", "Targets:",
+              *report.format_targets(result["targets"])]
     one, five, _ = config["load_average_after_1_5_15"]
     lines.append(f"Load average after this part: {one:.2f} (1 min), {five:.2f} (5 min)")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    common.standalone_main(sys.modules[__name__], argv)
+    report.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,13 @@
 
 Run from the repository root:
 
-    python -m bench operator                      # generated 533x800 photos, 256x256 crops
+    python -m bench operator                      # 533x800 files, generated and real, 256x256 crops
     python -m bench operator --data DIR --crop 224 --num-images 200 --repeats 5
     python -m bench.operator_bench --help          # the same, without the chart
 
 Every method gets the same files and the same random windows; the encoded
 bytes are in memory before timing starts, so no file I/O is timed. One
-process, one thread (bench.common pins the thread counts before torch loads).
+process, one thread (the bench package pins the thread counts before torch loads).
 For each sample the methods run back to back in an order that rotates from
 sample to sample, so slow drift of the machine (frequency, other load) hits
 all of them alike. After one untimed warm-up call per method and file, each
@@ -20,6 +20,8 @@ Methods:
   custom_op full image the same operator asked for the whole image (what the crop saves)
   torchvision + slice  torchvision.io.decode_jpeg(tensor, mode=RGB)[:, y:y+h, x:x+w]
   Pillow + crop        Image.open(BytesIO(b)).convert("RGB").crop(...) -> tensor (CHW view)
+  torchcodec + slice   torchcodec.decoders.decode_jpeg(tensor, mode="RGB")[:, y:y+h, x:x+w]: the
+                       decoder torchvision 0.29 deprecates its own for (make bench installs it)
   tensorflow           tf.io.decode_and_crop_jpeg(tf.string constant, [y, x, h, w]), if installed
   simplejpeg + slice   simplejpeg.decode_jpeg(b)[y:y+h, x:x+w] -> tensor, if installed
 
@@ -31,22 +33,19 @@ median over this method's, so above 1 means faster.
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import importlib.util
+import io
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import gc  # noqa: E402
-import importlib.util  # noqa: E402
-import io  # noqa: E402
-import time  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import numpy as np
+import torch
+from PIL import Image
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-
-import custom_op  # noqa: E402
+import custom_op
+from bench import images, report, timing
 
 CUSTOM_CROP = "custom_op crop"
 CUSTOM_FULL = "custom_op full image"
@@ -54,6 +53,7 @@ TORCHVISION = "torchvision decode_jpeg + slice"
 PILLOW = "Pillow open/convert/crop"
 TENSORFLOW = "tf.io.decode_and_crop_jpeg"
 SIMPLEJPEG = "simplejpeg decode + slice"
+TORCHCODEC = "torchcodec decode_jpeg + slice"
 
 
 @dataclass
@@ -112,6 +112,22 @@ def _pillow_method() -> Method:
     return Method(PILLOW, bytes, crop)
 
 
+def _torchcodec_method() -> Method:
+    """torchcodec's decode_jpeg: torchvision 0.29 deprecates its own decoder in favour of it."""
+    if importlib.util.find_spec("torchcodec") is None:
+        return Method(TORCHCODEC, None, None, note="not installed")
+    try:
+        import torchcodec
+        from torchcodec.decoders import decode_jpeg
+    except (ImportError, OSError, RuntimeError) as error:  # built for another torch: say so, time the rest
+        return Method(TORCHCODEC, None, None, note=f"not loadable: {str(error)[:60]}")
+
+    def crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
+        return decode_jpeg(data, mode="RGB")[:, y:y + height, x:x + width]
+
+    return Method(TORCHCODEC, _as_uint8_tensor, crop, note=f"torchcodec {torchcodec.__version__}")
+
+
 def _tensorflow_method() -> Method:
     if importlib.util.find_spec("tensorflow") is None:
         return Method(TENSORFLOW, None, None, note="not installed")
@@ -146,7 +162,7 @@ def _simplejpeg_method() -> Method:
 
 
 def all_methods() -> list[Method]:
-    return [*_custom_op_methods(), _torchvision_method(), _pillow_method(),
+    return [*_custom_op_methods(), _torchvision_method(), _torchcodec_method(), _pillow_method(),
             _tensorflow_method(), _simplejpeg_method()]
 
 
@@ -156,16 +172,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="random windows per file; samples = files x repeats (default 10)")
 
 
-def _time_one(method: Method, state: Any, y: int, x: int, height: int, width: int) -> int:
-    start = time.perf_counter_ns()
-    result = method.crop(state, y, x, height, width)
-    del result  # freeing the crop (and whatever it keeps alive) is part of the cost
-    return time.perf_counter_ns() - start
-
-
-def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
-    """Times every available method; returns the configuration and the statistics."""
-    corpus = corpus or common.load_corpus(args)
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Times every available method on the corpus; returns the configuration and the statistics."""
+    corpus = images.corpus(args, source)
     methods = all_methods()
     active = [method for method in methods if method.available]
     encoded = [path.read_bytes() for path in corpus.paths]
@@ -194,21 +203,10 @@ def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[s
             x = int(rng.integers(0, width - crop_width + 1))
             plan.append((index, y, x, crop_height, crop_width))
 
-    samples: dict[str, list[int]] = {method.name: [] for method in active}
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for number, (index, y, x, crop_height, crop_width) in enumerate(plan):
-            shift = number % len(active)
-            for method in active[shift:] + active[:shift]:
-                elapsed = _time_one(method, states[method.name][index], y, x, crop_height, crop_width)
-                samples[method.name].append(elapsed)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-
-    stats = {name: {key: (value / 1e6 if key != "n" else value) for key, value in
-                    common.percentiles(times).items()} for name, times in samples.items()}
+    by_name = {method.name: method for method in active}
+    samples = timing.time_rotating(
+        list(by_name), plan, lambda name, item: by_name[name].crop(states[name][item[0]], *item[1:]))
+    stats = timing.milliseconds(samples)
     reference = {peer: stats[peer]["median"] for peer in (TORCHVISION, PILLOW) if peer in stats}
     rows = []
     for method in methods:
@@ -225,7 +223,18 @@ def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[s
                    "samples_per_method": len(plan), "threads": torch.get_num_threads(),
                    "corpus": corpus.description},
         "methods": rows,
+        "targets": _targets(rows),
     }
+
+
+def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A full decode at least as fast as torchvision's (the fallback path and validation sets use it)."""
+    full = next(row for row in rows if row["method"] == CUSTOM_FULL)
+    measured = full.get("speedup_vs_torchvision")
+    if measured is None:
+        return []
+    return [{"target": "custom_op full image >= torchvision decode_jpeg (full decode, then a slice)",
+             "required": 1.0, "measured": measured, "holds": measured >= 1.0}]
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -237,21 +246,24 @@ def format_table(result: dict[str, Any]) -> str:
             rows.append([row["method"], "-", "-", "-", "-", "-", row["note"]])
             continue
         rows.append([row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}",
-                     common.format_ratio(row["speedup_vs_torchvision"]),
-                     common.format_ratio(row["speedup_vs_pillow"]), row["note"]])
+                     report.format_ratio(row["speedup_vs_torchvision"]),
+                     report.format_ratio(row["speedup_vs_pillow"]), row["note"]])
     config = result["config"]
-    title = (f"Per-crop time, {config['crop']}x{config['crop']} windows, one thread, "
+    title = (f"Per-crop time on {images.summary(config['corpus'])}:\n"
+             f"{config['crop']}x{config['crop']} windows, one thread, "
              f"{config['samples_per_method']} samples per method ({config['files_used']} files x "
              f"{config['repeats']} windows); speed-up = peer's median / method's median")
-    table = common.markdown_table(headers, rows, right=[False, True, True, True, True, True, False])
+    table = report.markdown_table(headers, rows, right=[False, True, True, True, True, True, False])
     lines = [title, "", table]
     if config["files_dropped"]:
         lines.append(f"Dropped {len(config['files_dropped'])} file(s) that some method could not decode.")
+    if result.get("targets"):
+        lines += ["", "Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    common.standalone_main(sys.modules[__name__], argv)
+    report.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

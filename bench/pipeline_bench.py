@@ -3,7 +3,7 @@
 Run from the repository root:
 
     python -m bench pipeline                          # defaults: 2 workers, batch 32
-    python -m bench pipeline --workers 2 --batch-size 64 --length 10000 --rounds 3
+    python -m bench pipeline --workers 2 --batch-size 64 --length 10000 --rounds 5
     python -m bench.pipeline_bench --help              # the same, without the chart
 
 Three Datasets of ``--length`` file names, cycling over the same JPEG files,
@@ -19,33 +19,28 @@ each item a (float32 [3, crop, crop], random int target) pair:
 
 RandomMask, ConvertColor and Scale are our stand-ins (bench/seed_transforms.py).
 Each Dataset gets its own torch.utils.data.DataLoader (shuffle, persistent
-workers). One untimed warm-up epoch per loader starts its workers; then
-``--rounds`` rounds each time one full epoch of every loader, in an order that
-rotates from round to round, so drift hits every configuration alike. Only
-one loader runs at a time; the others' workers sleep. No training step: this
-measures how fast the input pipeline can feed one.
+workers), timed as bench/loaders.py describes (a warm-up epoch, then
+``--rounds`` interleaved epochs). No training step: this measures how fast
+the input pipeline can feed one.
 """
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import pathlib
+import random
+import sys
+from typing import Any, Callable
 
-import argparse  # noqa: E402
-import sys  # noqa: E402
-import pathlib  # noqa: E402
-import random  # noqa: E402
-import time  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+from torchvision import transforms
+from torchvision.io import ImageReadMode, decode_jpeg
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from PIL import Image  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
-from torchvision import transforms  # noqa: E402
-from torchvision.io import ImageReadMode, decode_jpeg  # noqa: E402
-
-import custom_op  # noqa: E402
-from bench.seed_transforms import ConvertColor, RandomMask, Scale  # noqa: E402
+import custom_op
+from bench import images, loaders, report
+from bench.seed_transforms import ConvertColor, RandomMask, Scale
 
 PIL_CONFIG = "PIL (article baseline)"
 CUSTOM_CONFIG = "custom_op decode_and_crop_jpeg"
@@ -89,7 +84,7 @@ class CustomOpDataset(_FakeDataset):
     """The article's new __getitem__: decode only the random window."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        data = common.read_encoded(self.path(index))
+        data = images.read_encoded(self.path(index))
         height, width, _ = custom_op.jpeg_size(data)
         y = random.randint(0, height - self.crop)
         x = random.randint(0, width - self.crop)
@@ -101,7 +96,7 @@ class TorchvisionDataset(_FakeDataset):
     """torchvision's decoder on the same bytes, then the same random window."""
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        data = common.read_encoded(self.path(index))
+        data = images.read_encoded(self.path(index))
         image = decode_jpeg(data, mode=ImageReadMode.RGB)
         height, width = image.shape[-2:]
         y = random.randint(0, height - self.crop)
@@ -121,62 +116,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("pipeline benchmark")
     group.add_argument("--workers", type=int, default=2, help="DataLoader num_workers (default 2)")
     group.add_argument("--batch-size", type=int, default=32, help="DataLoader batch_size (default 32)")
-    group.add_argument("--length", type=int, default=3000,
-                       help="file names in each Dataset, i.e. images per epoch (default 3000; the article: 10000)")
-    group.add_argument("--rounds", type=int, default=5,
-                       help="timed epochs of every configuration, interleaved (default 5)")
+    group.add_argument("--length", type=int, default=1500,
+                       help="file names in each Dataset, i.e. images per epoch (default 1500; the article: 10000)")
+    group.add_argument("--rounds", type=int, default=3,
+                       help="timed epochs of every configuration, interleaved (default 3)")
 
 
-def _epoch(loader: DataLoader) -> tuple[int, int]:
-    """Images delivered and nanoseconds taken by one full pass over ``loader``."""
-    images = 0
-    start = time.perf_counter_ns()
-    for batch, _targets in loader:
-        images += batch.shape[0]
-    return images, time.perf_counter_ns() - start
-
-
-def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
-    """Warms up every loader, times interleaved epochs, returns throughputs and ratios."""
-    corpus = corpus or common.load_corpus(args)
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Times interleaved epochs of the three loaders; returns throughputs and ratios."""
+    corpus = images.corpus(args, source)
     # RandomCrop and the datasets' randint draw from the global generators; seed
     # them so the main process (and, through it, the workers' seeds) repeats.
     torch.manual_seed(args.seed)
     random.seed(args.seed)
-    loaders = {}
+    runners = {}
     for name, dataset_class in CONFIGS.items():
         dataset = dataset_class(corpus.paths, args.length, args.crop, args.seed)
-        loaders[name] = DataLoader(dataset, batch_size=args.batch_size, shuffle=True,
-                                   num_workers=args.workers, persistent_workers=args.workers > 0)
+        runners[name] = loaders.epoch_runner(DataLoader(
+            dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers,
+            persistent_workers=args.workers > 0))
+    timed = loaders.time_interleaved(runners, args.rounds)
+    del runners  # stops the persistent workers
 
-    warmup = {}
-    for name, loader in loaders.items():
-        images, elapsed = _epoch(loader)
-        warmup[name] = images / (elapsed / 1e9)
-
-    names = list(loaders)
-    per_round: dict[str, list[float]] = {name: [] for name in names}
-    orders = []
-    for number in range(args.rounds):
-        shift = number % len(names)
-        order = names[shift:] + names[:shift]
-        orders.append(order)
-        for name in order:
-            images, elapsed = _epoch(loaders[name])
-            per_round[name].append(images / (elapsed / 1e9))
-    del loaders  # stops the persistent workers
-
-    baseline = float(np.median(per_round[PIL_CONFIG]))
-    rows = []
-    for name in names:
-        rates = per_round[name]
-        median = float(np.median(rates))
-        rows.append({"config": name, "median_images_per_s": median, "min_images_per_s": min(rates),
-                     "max_images_per_s": max(rates), "per_round_images_per_s": rates,
-                     "warmup_images_per_s": warmup[name], "speedup_vs_pil": median / baseline})
+    rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name]) for name in CONFIGS]
+    baseline = rows[0]["median_images_per_s"]
+    for row in rows:
+        row["speedup_vs_pil"] = row["median_images_per_s"] / baseline
     return {
         "config": {"workers": args.workers, "batch_size": args.batch_size, "length": args.length,
-                   "rounds": args.rounds, "crop": args.crop, "seed": args.seed, "round_orders": orders,
+                   "rounds": args.rounds, "crop": args.crop, "seed": args.seed, "round_orders": timed["orders"],
                    "transforms_after_crop": "RandomMask, ConvertColor, Scale (bench/seed_transforms.py stand-ins)",
                    "corpus": corpus.description},
         "configs": rows,
@@ -185,21 +153,23 @@ def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[s
 
 def format_table(result: dict[str, Any]) -> str:
     """The pipeline results as an aligned markdown table."""
-    headers = ["pipeline", "images/s (median)", "min", "max", "vs PIL"]
+    headers = ["pipeline", "images/s (median)", "min", "max", "spread", "vs PIL"]
     rows = [[row["config"], f"{row['median_images_per_s']:.1f}", f"{row['min_images_per_s']:.1f}",
-             f"{row['max_images_per_s']:.1f}", common.format_ratio(row["speedup_vs_pil"])]
+             f"{row['max_images_per_s']:.1f}", f"{100 * row['spread']:.0f}%",
+             report.format_ratio(row["speedup_vs_pil"])]
             for row in result["configs"]]
     config = result["config"]
-    title = (f"DataLoader throughput, {config['crop']}x{config['crop']} crops + 3 transforms, "
+    title = (f"The article's DataLoader on {images.summary(config['corpus'])}:\n"
+             f"{config['crop']}x{config['crop']} crops + 3 transforms, "
              f"num_workers={config['workers']}, batch_size={config['batch_size']}, "
              f"{config['length']} images per epoch, median of {config['rounds']} interleaved epochs "
              f"after one warm-up epoch")
-    table = common.markdown_table(headers, rows, right=[False, True, True, True, True])
+    table = report.markdown_table(headers, rows, right=[False, True, True, True, True, True])
     return "\n".join([title, "", table])
 
 
 def main(argv: list[str] | None = None) -> None:
-    common.standalone_main(sys.modules[__name__], argv)
+    report.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,10 @@ Run from the repository root:
     python -m bench prepared --prepared-images 20 --prepared-windows 4
     python -m bench.prepared_bench --help          # the same, without the chart
 
-Four sets of photo-like JPEGs (synthetic.make_photo, Pillow, quality 90, 4:2:0),
-width x height: 800x533 baseline (the operator benchmark's files), 800x533
-progressive, and 500x375 and 2560x1600 baseline (the imagenet benchmark's
-files). Each
+Four sets of JPEGs of each kind (generated and real, bench/images.py,
+Pillow, quality 90, 4:2:0), width x height: 800x533 baseline (the operator
+benchmark's files), 800x533 progressive, and 500x375 and 2560x1600 baseline
+(the imagenet benchmark's files). Each
 file is prepared in memory with custom_op.prepare_jpeg (timed: files/s and
 MB/s of input, one thread; sizes compared).
 
@@ -32,7 +32,7 @@ the prepared file, against torchvision's decode_jpeg + resized_crop
 Last, python -m custom_op.prepare (prepare_tree) over the 800x533 baseline
 files laid out as a folder and as tar shards (synthetic.write_shards, four
 shards), with one worker and with two, runs interleaved: images/s and MB/s of
-JPEG input, per core. Target (shards): shards within 10% of the folder per core.
+JPEG input, per core. Target: shards within 10% of the folder per core.
 
 "x full" is the file's own full decode over the crop: how much of a decode
 the crop saves. Targets (issue 4): on prepared 800x533 baseline files a crop
@@ -44,26 +44,23 @@ torchvision's two times (on the original file or on the prepared one).
 
 from __future__ import annotations
 
-from bench import common  # first: pins thread counts before torch loads
+import argparse
+import math
+import pathlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any, Callable, NamedTuple
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import pathlib  # noqa: E402
-import shutil  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from typing import Any, Callable, NamedTuple  # noqa: E402
+import numpy as np
+import torch
+from torchvision.transforms import v2
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-import custom_op  # noqa: E402
-import synthetic  # noqa: E402
-from custom_op.transforms import RandomResizedCropJPEG  # noqa: E402
-
-from bench import imagenet_bench  # noqa: E402
+import custom_op
+import synthetic
+from bench import images, report, sampling, timing
 
 FULL_ORIGINAL = "custom_op full, original"
 FULL_PREPARED = "custom_op full, prepared"
@@ -79,9 +76,9 @@ CROP_METHODS = (FULL_ORIGINAL, FULL_PREPARED, CROP_ORIGINAL, CROP_NO_SEEK, CROP_
 RRC_METHODS = (RRC_ORIGINAL, RRC_PREPARED, TV_RRC_ORIGINAL, TV_RRC_PREPARED)
 RRC_SIZE = 224
 
+
 class _Set(NamedTuple):
     label: str
-    kind: str  # "photos" (the operator part's files) or "imagenet" (the imagenet part's)
     height: int
     width: int
     progressive: bool
@@ -91,10 +88,10 @@ class _Set(NamedTuple):
     rrc: bool  # whether RandomResizedCrop windows are timed
 
 
-SETS = (_Set("800x533 baseline", "photos", 533, 800, False, "prepared_images", 2.8, None, False),
-        _Set("800x533 progressive", "photos", 533, 800, True, "prepared_images", None, None, False),
-        _Set("500x375 baseline", "imagenet", 375, 500, False, "prepared_images", None, None, True),
-        _Set("2560x1600 baseline", "imagenet", 1600, 2560, False, "prepared_large_images", 20.0, 2.5, True))
+SETS = (_Set("800x533 baseline", 533, 800, False, "prepared_images", 2.8, None, False),
+        _Set("800x533 progressive", 533, 800, True, "prepared_images", None, None, False),
+        _Set("500x375 baseline", 375, 500, False, "prepared_images", None, None, True),
+        _Set("2560x1600 baseline", 1600, 2560, False, "prepared_large_images", 20.0, 2.5, True))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,21 +100,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="800x533 and 500x375 files per set (default 40)")
     group.add_argument("--prepared-large-images", type=int, default=8,
                        help="2560x1600 files (default 8)")
-    group.add_argument("--prepared-windows", type=int, default=5,
-                       help="windows per 800x533 file; 2560x1600 files get twice as many (default 5)")
     group.add_argument("--prepared-tool-rounds", type=int, default=3,
                        help="runs of the prepare tool per layout and worker count (default 3)")
-
-
-def _files(args: argparse.Namespace, spec: _Set, count: int) -> tuple[str, list]:
-    """The set's files: the imagenet part's, or the operator part's photos (progressive or not)."""
-    if spec.kind == "imagenet":
-        return imagenet_bench._files(args, spec.height, spec.width, count)
-    recipe = common.recipe_name("photos", args, spec.height, spec.width, progressive=spec.progressive)
-    paths = synthetic.write_jpeg_folder(args.cache / recipe, count, spec.height, spec.width,
-                                        quality=args.quality, subsampling=args.subsampling,
-                                        seed=args.seed, progressive=spec.progressive)
-    return recipe, paths
+    group.add_argument("--prepared-windows", type=int, default=5,
+                       help="windows per 800x533 file; 2560x1600 files get twice as many (default 5)")
 
 
 def _prepare_all(originals: list[bytes]) -> tuple[list[bytes], dict[str, Any]]:
@@ -185,10 +171,9 @@ def _time(methods: dict[str, Callable[..., Any]], originals: list[torch.Tensor],
     for index, window in first_window.items():  # warm-up, untimed
         for call in methods.values():
             call(originals[index], prepared[index], *window)
-    samples = common.time_rotating(
+    samples = timing.time_rotating(
         list(methods), plan, lambda name, item: methods[name](originals[item[0]], prepared[item[0]], *item[1]))
-    return {name: {key: (value / 1e6 if key != "n" else value) for key, value in common.percentiles(times).items()}
-            for name, times in samples.items()}
+    return timing.milliseconds(samples)
 
 
 def _crop_plan(rng: np.random.Generator, count: int, windows: int, height: int, width: int,
@@ -212,9 +197,10 @@ def _rows(stats: dict[str, dict[str, float]], full_name: str | None, tv_name: st
     return rows
 
 
-def _run_set(args: argparse.Namespace, spec: _Set) -> dict[str, Any]:
+def _run_set(args: argparse.Namespace, source: images.ImageSource, spec: _Set) -> dict[str, Any]:
     height, width = spec.height, spec.width
-    recipe, paths = _files(args, spec, getattr(args, spec.files_option))
+    files = source.files(height, width, getattr(args, spec.files_option), progressive=spec.progressive)
+    recipe, paths = files.description["recipe"], files.paths
     raw = [path.read_bytes() for path in paths]
     prepared_raw, preparation = _prepare_all(raw)
     originals = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in raw]
@@ -233,8 +219,8 @@ def _run_set(args: argparse.Namespace, spec: _Set) -> dict[str, Any]:
               "crop_vs_full_original": crop_stats[FULL_ORIGINAL]["median"] / crop_stats[CROP_ORIGINAL]["median"]}
     if spec.rrc:
         torch.manual_seed(args.seed)
-        sampler = RandomResizedCropJPEG(RRC_SIZE)
-        rrc_plan = [(index, tuple(int(v) for v in sampler.get_params(originals[index])))
+        sampler = v2.RandomResizedCrop(RRC_SIZE)
+        rrc_plan = [(index, sampling.random_resized_crop(sampler, originals[index]))
                     for _ in range(windows) for index in range(len(raw))]
         rrc_stats = _time(_rrc_methods(), originals, prepared, rrc_plan)
         result["rrc_methods"] = _rows(rrc_stats, None, TV_RRC_ORIGINAL)
@@ -247,11 +233,12 @@ TOOL_SHARDS = 4  # the files in four shards: two per worker with two workers
 TOOL_TARGET = 0.9  # shards' throughput per core, as a fraction of the folder's
 
 
-def _tool_throughput(args: argparse.Namespace) -> dict[str, Any]:
+def _tool_throughput(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     """prepare_tree over the same JPEGs as a folder and as tar shards, interleaved; medians."""
     from custom_op.prepare import prepare_tree
 
-    _, paths = _files(args, SETS[0], args.prepared_images)
+    spec = SETS[0]
+    paths = source.files(spec.height, spec.width, args.prepared_images).paths
     jpeg_bytes = sum(path.stat().st_size for path in paths)
     seconds: dict[tuple[str, int], list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="custom_op-prepare-tool-") as scratch:
@@ -281,30 +268,31 @@ def _tool_throughput(args: argparse.Namespace) -> dict[str, Any]:
             "shards_vs_folder": {str(workers): ratio for workers, ratio in ratios.items()}}
 
 
-def run(args: argparse.Namespace, corpus: common.Corpus | None = None) -> dict[str, Any]:
-    """Prepares and times every set; ``corpus`` is unused (the sets are generated)."""
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Prepares and times every set of the source's files."""
     sets, targets = [], []
     for spec in SETS:
-        result = _run_set(args, spec)
+        result = _run_set(args, source, spec)
         sets.append(result)
         if spec.crop_target is not None:
             measured = result["crop_vs_full_prepared"]
-            targets.append({"target": f"{spec.label}, prepared: {result['crop']}x{result['crop']} crop >= "
+            targets.append({"target": f"{spec.label} {source.kind}, prepared: {result['crop']}x{result['crop']} crop >= "
                                       f"{spec.crop_target}x faster than a full decode of the same file",
                             "required": spec.crop_target, "measured": measured,
                             "holds": measured >= spec.crop_target})
         if spec.rrc_target is not None:
             measured = result["rrc_prepared_vs_torchvision"]
-            targets.append({"target": f"{spec.label}, prepared: RandomResizedCrop({RRC_SIZE}) >= "
+            targets.append({"target": f"{spec.label} {source.kind}, prepared: RandomResizedCrop({RRC_SIZE}) >= "
                                       f"{spec.rrc_target}x faster than torchvision decode_jpeg + resized_crop",
                             "required": spec.rrc_target, "measured": measured,
                             "holds": measured >= spec.rrc_target})
-    tool = _tool_throughput(args)
+    tool = _tool_throughput(args, source)
     for workers, measured in tool["shards_vs_folder"].items():
-        targets.append({"target": f"prepare tool, {workers} worker(s): shards >= {TOOL_TARGET:.0%} of the "
-                                  "folder's images/s per core", "required": TOOL_TARGET,
-                        "measured": measured, "holds": measured >= TOOL_TARGET})
-    return {"config": {"seed": args.seed, "quality": args.quality, "subsampling": args.subsampling,
+        targets.append({"target": f"prepare tool, {workers} worker(s), {source.kind}: shards >= "
+                                  f"{TOOL_TARGET:.0%} of the folder's images/s per core",
+                        "required": TOOL_TARGET, "measured": measured, "holds": measured >= TOOL_TARGET})
+    return {"config": {"images": source.kind, "seed": args.seed, "quality": args.quality,
+                       "subsampling": args.subsampling,
                        "threads": torch.get_num_threads()},
             "sets": sets, "prepare_tool": tool, "targets": targets}
 
@@ -316,14 +304,14 @@ def _method_table(rows: list[dict[str, Any]], with_full: bool) -> str:
     for row in rows:
         cells = [row["method"], f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}", f"{row['p90_ms']:.3f}"]
         if with_full:
-            cells.append(common.format_ratio(row["speedup_vs_full"]))
-        table.append(cells + [common.format_ratio(row["speedup_vs_torchvision"])])
-    return common.markdown_table(headers, table, right=[False] + [True] * (len(headers) - 1))
+            cells.append(report.format_ratio(row["speedup_vs_full"]))
+        table.append(cells + [report.format_ratio(row["speedup_vs_torchvision"])])
+    return report.markdown_table(headers, table, right=[False] + [True] * (len(headers) - 1))
 
 
 def format_table(result: dict[str, Any]) -> str:
     """Preparation, then per set the crop table (and the RandomResizedCrop one), then the targets."""
-    lines = ["custom_op.prepare_jpeg, one thread, in memory", ""]
+    lines = [f"custom_op.prepare_jpeg on {result['config']['images']} files, one thread, in memory", ""]
     rows = []
     for item in result["sets"]:
         prep = item["preparation"]
@@ -332,37 +320,34 @@ def format_table(result: dict[str, Any]) -> str:
                      f"{prep['input_mb_per_s']:.1f}", f"{prep['bytes_after'] / prep['bytes_before']:.3f}",
                      f"{prep['median_size_ratio']:.3f}", f"{prep['max_size_ratio']:.3f}",
                      "yes" if prep["all_seekable"] else "NO"])
-    lines += [common.markdown_table(
+    lines += [report.markdown_table(
         ["set", "files", "KiB mean", "ms/file", "files/s", "MB/s in", "size after/before", "median ratio",
          "max ratio", "seekable"], rows, right=[False] + [True] * 9), ""]
     for item in result["sets"]:
-        lines += [f"{item['label']}: {item['crop']}x{item['crop']} crops, {item['files']} files x "
+        lines += [f"{item['label']} ({result['config']['images']}): {item['crop']}x{item['crop']} crops, {item['files']} files x "
                   f"{item['windows_per_file']} windows; crop vs full decode of the same file: "
                   f"{item['crop_vs_full_original']:.2f}x original, {item['crop_vs_full_prepared']:.2f}x prepared",
                   "", _method_table(item["crop_methods"], with_full=True), ""]
         if "rrc_methods" in item:
-            lines += [f"{item['label']}: RandomResizedCrop({RRC_SIZE}) windows; prepared vs the faster "
+            lines += [f"{item['label']} ({result['config']['images']}): RandomResizedCrop({RRC_SIZE}) windows; prepared vs the faster "
                       f"torchvision: {item['rrc_prepared_vs_torchvision']:.2f}x", "",
                       _method_table(item["rrc_methods"], with_full=False), ""]
     tool = result["prepare_tool"]
-    lines += [f"python -m custom_op.prepare over {tool['files']} 800x533 files as a folder and as {tool['shards']} "
-              "tar shards (MB/s of JPEG input; medians)", "",
-              common.markdown_table(
+    lines += [f"python -m custom_op.prepare over {tool['files']} 800x533 {result['config']['images']} files as a "
+              f"folder and as {tool['shards']} tar shards (MB/s of JPEG input; medians)", "",
+              report.markdown_table(
                   ["layout", "workers", "median s", "images/s", "MB/s", "images/s per core", "shards vs folder"],
                   [[row["layout"], str(row["workers"]), f"{row['median_s']:.3f}", f"{row['images_per_s']:.0f}",
                     f"{row['mb_per_s']:.1f}", f"{row['images_per_s_per_core']:.0f}",
-                    common.format_ratio(tool["shards_vs_folder"][str(row["workers"])])
+                    report.format_ratio(tool["shards_vs_folder"][str(row["workers"])])
                     if row["layout"] == "shards" else ""] for row in tool["rows"]],
                   right=[False] + [True] * 6), ""]
-    lines.append("Targets:")
-    for target in result["targets"]:
-        lines.append(f"  [{'holds' if target['holds'] else 'MISSED'}] {target['target']}: "
-                     f"measured {target['measured']:.2f}x")
+    lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    common.standalone_main(sys.modules[__name__], argv)
+    report.standalone_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

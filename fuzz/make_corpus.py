@@ -5,7 +5,7 @@ Usage (from the repository root; `make fuzz` and `make sanitize` run it):
     .venv/bin/python fuzz/make_corpus.py fuzz/out/seeds
 
 Each file's name is its recipe, e.g. ``prog-420-q75-48x64.jpg``. The files are
-photo-like (custom_op/synthetic.py) so that every block has texture, and small
+photo-like (synthetic/images.py) so that every block has texture, and small
 (under MAX_BYTES) so that the fuzzer runs fast. One file declares two
 components, which only the core itself refuses. A few copies carry six extra
 bytes after EOI, which fuzz/decode_fuzzer.cc reads as the window, mode and
@@ -26,7 +26,7 @@ MAX_BYTES = 20_000
 
 
 def _load(name: str, path: pathlib.Path):
-    """Imports one file as a module: `import custom_op.synthetic` would build the extension."""
+    """Imports one file as a module, without putting the repository on sys.path."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module

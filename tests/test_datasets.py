@@ -2,7 +2,7 @@
 CocoJpegDetection (CocoDetection's targets, JPEGs left undecoded).
 
 The tree mixes what a real folder holds: photo-like JPEGs from
-custom_op.synthetic, a PNG under a .JPEG name (as in ImageNet), a CMYK and a
+synthetic (the generator at the repository root), a PNG under a .JPEG name (as in ImageNet), a CMYK and a
 grayscale JPEG, an RGBA PNG, a BMP (which torchvision cannot decode, so
 Pillow does), a file in a nested folder, names in upper case, and files that
 must be ignored. Listing must equal torchvision's ImageFolder; every file must

@@ -1,7 +1,7 @@
 """Hostile input: damaged, hand-patched and non-JPEG files through the Python API.
 
 Every file here is made by the test itself from valid photo-like JPEGs
-(tests/jpegenc.py over custom_op/synthetic.py): truncations, bit flips, removed
+(tests/jpegenc.py over synthetic/images.py): truncations, bit flips, removed
 tables, patched frame headers (zero and huge sizes, 12-bit, lossless), a
 progressive file with thousands of scans, and PNG, GIF and random bytes with
 and without a JPEG signature. For every file, mode and strictness the result

@@ -1,0 +1,64 @@
+"""Throughput of whole input pipelines: epochs of several DataLoaders, interleaved.
+
+Each pipeline is a "runner": a callable that does one epoch and returns the
+images it delivered and the nanoseconds it took. Every runner does one
+untimed warm-up epoch (which also starts persistent workers), then
+``rounds`` timed rounds, each running every runner once in an order that
+rotates from round to round, so drift hits every pipeline alike. Only one
+runner works at a time; the others' workers sleep. The spread of a row is
+(max - min) / median of its rounds: the run-to-run noise to read its ratios
+against.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from bench import timing
+
+Runner = Callable[[], tuple[int, int]]
+
+
+def _batch_size(batch: Any) -> int:
+    """Images in a batch: the first element's length (a stacked tensor or a list of images)."""
+    images = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(images.shape[0]) if hasattr(images, "shape") else len(images)
+
+
+def epoch_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = None) -> Runner:
+    """A runner that iterates ``loader`` once, calling ``after_batch`` on every batch (timed)."""
+    def run() -> tuple[int, int]:
+        images = 0
+        start = time.perf_counter_ns()
+        for batch in loader:
+            images += _batch_size(batch)
+            if after_batch is not None:
+                after_batch(batch)
+        return images, time.perf_counter_ns() - start
+    return run
+
+
+def time_interleaved(runners: dict[str, Runner], rounds: int) -> dict[str, Any]:
+    """Warm-up, then ``rounds`` rotating rounds; images/s per runner and round, and the orders."""
+    warmup = {}
+    for name, run in runners.items():
+        images, elapsed = run()
+        warmup[name] = images / (elapsed / 1e9)
+    orders = timing.rotations(list(runners), rounds)
+    per_round: dict[str, list[float]] = {name: [] for name in runners}
+    for order in orders:
+        for name in order:
+            images, elapsed = runners[name]()
+            per_round[name].append(images / (elapsed / 1e9))
+    return {"warmup": warmup, "per_round": per_round, "orders": orders}
+
+
+def summarise(name: str, rates: list[float], warmup: float) -> dict[str, Any]:
+    """A row: the median images/s of the rounds, their range and spread."""
+    median = float(np.median(rates))
+    return {"config": name, "median_images_per_s": median, "min_images_per_s": min(rates),
+            "max_images_per_s": max(rates), "spread": (max(rates) - min(rates)) / median,
+            "per_round_images_per_s": rates, "warmup_images_per_s": warmup}

@@ -1,0 +1,87 @@
+"""The benchmark's own machinery: real-photo fitting, interleaved rounds, and one part end to end.
+
+No timing is checked (timings never decide a test); these tests check that
+the files the benchmark reads are what its docs say, that the rounds rotate,
+and that ``python -m bench`` writes its JSON and charts. No network: the
+"real" photos here are made on the spot.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from bench import __main__ as bench_main
+from bench import loaders, photos
+
+
+@pytest.fixture(scope="module")
+def source_photo(tmp_path_factory) -> pathlib.Path:
+    """A 1000 x 700 "camera photo": smooth colour noise, saved as a JPEG."""
+    rng = np.random.default_rng(0)
+    small = rng.integers(0, 256, size=(7, 10, 3), dtype=np.uint8)
+    image = Image.fromarray(small).resize((1000, 700), Image.Resampling.BICUBIC)
+    path = tmp_path_factory.mktemp("sources") / "photo.jpg"
+    image.save(path, quality=95)
+    return path
+
+
+@pytest.mark.parametrize("progressive", [False, True], ids=["baseline", "progressive"])
+def test_fitted_photos_have_the_size_and_encoding_asked_for(tmp_path, source_photo, progressive):
+    paths = photos.write_photo_folder(tmp_path, [source_photo], 3, 375, 500, classes=("a", "b"), quality=90,
+                                      subsampling="4:2:0", seed=0, progressive=progressive)
+    assert [path.relative_to(tmp_path).as_posix() for path in paths] == ["a/00000.jpg", "a/00002.jpg",
+                                                                          "b/00001.jpg"]
+    for path in paths:
+        with Image.open(path) as image:
+            assert image.size == (500, 375)
+            assert bool(image.info.get("progressive")) == progressive
+
+
+def test_fitted_photos_repeat_for_a_seed_and_differ_between_files(tmp_path, source_photo):
+    options = dict(classes=("a",), quality=90, subsampling="4:2:0", seed=3, progressive=False)
+    first = photos.write_photo_folder(tmp_path / "one", [source_photo], 2, 375, 500, **options)
+    second = photos.write_photo_folder(tmp_path / "two", [source_photo], 2, 375, 500, **options)
+    assert [path.read_bytes() for path in first] == [path.read_bytes() for path in second]
+    assert first[0].read_bytes() != first[1].read_bytes()  # the second file is a smaller window
+
+
+@pytest.mark.parametrize("size, usable", [((375, 500), True), ((533, 800), True), ((1600, 2560), False)],
+                         ids=["500x375", "800x533", "2560x1600"])
+def test_photos_are_not_enlarged_more_than_the_limit(source_photo, size, usable):
+    height, width = size
+    assert photos.usable_photos([source_photo], height, width) == ([source_photo] if usable else [])
+
+
+def test_interleaved_rounds_rotate_and_report_the_spread():
+    calls = []
+
+    def runner(name: str, rate: list[int]):
+        def run() -> tuple[int, int]:
+            calls.append(name)
+            return rate.pop(0), 1_000_000_000  # images in one second
+        return run
+
+    timed = loaders.time_interleaved({"a": runner("a", [1, 10, 20, 30]), "b": runner("b", [1, 5, 5, 5])}, 3)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then rotating rounds
+    assert timed["per_round"] == {"a": [10.0, 20.0, 30.0], "b": [5.0, 5.0, 5.0]}
+    row = loaders.summarise("a", timed["per_round"]["a"], timed["warmup"]["a"])
+    assert (row["median_images_per_s"], row["spread"]) == (20.0, 1.0)
+
+
+def test_one_part_writes_its_json_and_chart_and_reprints_its_table(tmp_path, capsys):
+    bench_main.main(["operator", "--images", "generated", "--num-images", "2", "--repeats", "1",
+                     "--cache", str(tmp_path / "data"), "--results", str(tmp_path / "results"), "--name", "smoke"])
+    results = json.loads((tmp_path / "results" / "smoke.json").read_text(encoding="utf-8"))
+    methods = {row["method"]: row for row in results["operator"]["generated"]["methods"]}
+    assert methods["custom_op crop"]["samples"] == 2
+    assert results["operator"]["generated"]["config"]["corpus"]["source"] == "generated"
+    assert (tmp_path / "results" / "smoke-crops.png").stat().st_size > 0
+    printed = capsys.readouterr().out
+    table = printed[printed.index("Per-crop time"):printed.index("Results:")].strip()
+    bench_main.main(["tables", str(tmp_path / "results" / "smoke.json")])
+    assert table in capsys.readouterr().out
