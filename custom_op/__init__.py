@@ -1,25 +1,22 @@
 """custom_op: decode only the part of a JPEG that a training pipeline keeps.
 
-``import custom_op`` builds the native extension the first time it runs in an
-environment (see custom_op/_build.py), then loads that build on every later
-import.
+``import custom_op`` loads nothing native: the first call that decodes loads
+the extension, building it first if this environment has none (see
+custom_op/_loader.py and docs/install.md).
 """
 
 from ._errors import JpegDecodeError
-from ._build import load_extension as _load_extension
-
-_C = _load_extension()
-
-from ._decode import (  # noqa: E402
+from ._loader import native as _C
+from ._decode import (
     decode_and_crop_jpeg,
     decode_and_crop_jpeg_batch,
     decode_and_resized_crop_jpeg,
     jpeg_size,
     libjpeg_version,
 )
-from ._prepare import prepare_jpeg, seekable  # noqa: E402
-from . import transforms  # noqa: E402
-from .datasets import JpegFolder  # noqa: E402
+from ._prepare import prepare_jpeg, seekable
+from . import transforms
+from .datasets import JpegFolder
 
 __all__ = [
     "decode_and_crop_jpeg",
