@@ -43,11 +43,6 @@ COMPILER_VARIABLES = ("CC", "CXX", "LDSHARED", "CFLAGS", "CXXFLAGS", "CPPFLAGS",
                       "CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PKG_CONFIG_PATH", "PATH")
 
 
-def module_path(root: Path, key: str) -> Path:
-    """Where the build for ``key`` lives under a build folder."""
-    return root / key / f"_C{_build_config.extension_suffix()}"
-
-
 def build(root: Path, key: str, *, retry_failed: bool = False) -> Path:
     """Builds the extension for ``key`` under ``root`` unless it is there.
 
@@ -62,7 +57,7 @@ def build(root: Path, key: str, *, retry_failed: bool = False) -> Path:
     Raises:
         ImportError: the build failed now or, with the same settings, before.
     """
-    target = module_path(root, key)
+    target = _build_config.module_path(root, key)
     if not retry_failed:
         _raise_if_failed_before(root, key)
     try:

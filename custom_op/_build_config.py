@@ -145,6 +145,11 @@ def extension_suffix() -> str:
     return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
 
 
+def module_path(root: Path, key: str) -> Path:
+    """Where the build for ``key`` lives under a build folder: ``<root>/<key>/_C<suffix>``."""
+    return root / key / f"_C{extension_suffix()}"
+
+
 def compiler_identity() -> str:
     """The compilers setuptools will run and their ``--version``, for the build log."""
     lines = []

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from . import _build, _build_config
+from . import _build_config
 
 MODULE_NAME = "custom_op._C"
 #: Where ``pip install`` puts the module it builds, inside the package.
@@ -73,7 +73,7 @@ def build_root() -> Path:
 def find_build(key: str, roots: list[Path] | None = None) -> Path | None:
     """The first existing build for ``key`` (see the module docstring), or None."""
     for root in roots if roots is not None else [PREBUILT_DIR, build_root()]:
-        path = _build.module_path(root, key)
+        path = _build_config.module_path(root, key)
         if path.exists():
             return path
     return None
@@ -94,7 +94,11 @@ def load_extension() -> ModuleType:
         if loaded is not None:
             return loaded
         key = current_build_key()
-        path = find_build(key) or _build.build(build_root(), key)
+        path = find_build(key)
+        if path is None:
+            from . import _build  # Only a cold start builds; a warm one skips its imports.
+
+            path = _build.build(build_root(), key)
         return load_module(path, key)
 
 
