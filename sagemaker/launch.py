@@ -66,9 +66,6 @@ CPU_FAMILY_PREFIXES = ("c", "m", "r", "t")
 #: Hyperparameters SageMaker provides through the environment instead.
 SET_BY_SAGEMAKER = ("train", "model-dir", "output-data-dir")
 DEFAULT_INSTANCE_TYPE = "ml.g5.xlarge"
-#: The newest SageMaker PyTorch training image that SDK 3.27 knows (PyTorch 2.10, Python 3.13).
-DEFAULT_FRAMEWORK_VERSION = "2.10.0"
-DEFAULT_PY_VERSION = "py313"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,11 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instance-count", type=int, default=1, help="instances (default 1)")
     parser.add_argument("--gpus-per-instance", type=int, default=None,
                         help="GPUs per instance, for types missing from the built-in table")
-    parser.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION,
-                        help=f"PyTorch version of the SageMaker training image "
-                             f"(default {DEFAULT_FRAMEWORK_VERSION})")
-    parser.add_argument("--py-version", default=DEFAULT_PY_VERSION,
-                        help=f"Python version of that image (default {DEFAULT_PY_VERSION})")
+    parser.add_argument("--framework-version", default=None,
+                        help="PyTorch version of the SageMaker training image (default: the "
+                             "newest the SDK supports here, 2.10.0 with v3, 2.8.0 with v2)")
+    parser.add_argument("--py-version", default=None,
+                        help="Python version of that image (default: py313 with v3, py312 "
+                             "with v2)")
     parser.add_argument("--image-uri", default=None,
                         help="a custom training image (e.g. one with custom_op prebuilt, see "
                              "docs/install.md) instead of the SageMaker PyTorch image")
@@ -253,13 +251,17 @@ def listed_files(root: Path) -> list[str]:
 
 
 def plan_job(args: argparse.Namespace, hyperparameters: dict, environment: dict,
-             torchrun: bool, source_dir: Path) -> dict:
-    """The job, independent of the SDK version: what --dry-run prints and sdk_jobs builds."""
+             torchrun: bool, source_dir: Path, default_image: tuple[str, str]) -> dict:
+    """The job, independent of the SDK version: what --dry-run prints and sdk_jobs builds.
+
+    ``default_image`` is the SDK's (framework version, Python version), used
+    where --framework-version or --py-version is not given.
+    """
     if args.image_uri:
         image = {"uri": args.image_uri}
     else:
-        image = {"framework": "pytorch", "version": args.framework_version,
-                 "py_version": args.py_version, "image_scope": "training"}
+        image = {"framework": "pytorch", "version": args.framework_version or default_image[0],
+                 "py_version": args.py_version or default_image[1], "image_scope": "training"}
     return {
         "source_dir": str(source_dir),
         "entry_script": "train.py",
@@ -292,10 +294,11 @@ def main(argv: list[str] | None = None) -> None:
                              "images: <class>/<image>.jpg under it)")
         print("launch.py: warning: no --train-s3 (or $CUSTOM_OP_TRAIN_S3): the job has no "
               "'train' channel, and a real launch stops here", file=sys.stderr)
-    if not args.dry_run:
-        sdk = load_sibling("sdk_jobs").installed_sdk()
+    sdk_jobs = load_sibling("sdk_jobs")  # It imports the SDK only to build a job.
+    sdk = sdk_jobs.ModelTrainerJob if args.dry_run else sdk_jobs.installed_sdk()
     with staged_source_dir(args.source_dir) as source_dir:
-        plan = plan_job(args, hyperparameters, environment, torchrun, source_dir)
+        plan = plan_job(args, hyperparameters, environment, torchrun, source_dir,
+                        sdk.DEFAULT_IMAGE)
         if args.dry_run:
             print(json.dumps({
                 "job": plan,

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
+import os
+import sys
 from typing import Any
 
 SDK_REQUIREMENT = "sagemaker>=3"
@@ -46,6 +49,9 @@ def _summary(fields: dict[str, Any]) -> str:
 
 class ModelTrainerJob:
     """SDK v3: ``ModelTrainer`` with SourceCode, Compute, InputData and Torchrun."""
+
+    #: The newest SageMaker PyTorch training image SDK 3.27 knows.
+    DEFAULT_IMAGE = ("2.10.0", "py313")
 
     def __init__(self, plan: dict) -> None:
         try:
@@ -119,7 +125,16 @@ class ModelTrainerJob:
 class EstimatorJob:
     """SDK v2: the ``PyTorch`` estimator (v3 removed it)."""
 
+    #: The newest image SDK 2.257 accepts with torch_distributed.
+    DEFAULT_IMAGE = ("2.8.0", "py312")
+
     def __init__(self, plan: dict) -> None:
+        # v2 warns of its own deprecation twice per job; say it once, here. Its
+        # config logger writes to stdout, where --no-submit prints the job.
+        os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+        logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
+        print(f"launch.py: using the SageMaker Python SDK v2 (deprecated upstream); "
+              f"launch.py also works with v3: pip install '{SDK_REQUIREMENT}'", file=sys.stderr)
         try:
             import sagemaker
             from sagemaker.pytorch import PyTorch

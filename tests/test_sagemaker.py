@@ -352,12 +352,11 @@ def test_run_local_removes_its_temporary_work_folder(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The job object built by the real SDK v3 (installed in a throwaway venv kept
-# under .venv/), with the network refused: nothing is submitted.
+# The job object built by the real SDK, v3 and v2 (each installed in a
+# throwaway venv kept under .venv/), with the network refused: nothing is
+# submitted.
 # --------------------------------------------------------------------------
 
-TESTED_SDK = "sagemaker==3.27.0"
-SDK_VENV = REPO / ".venv" / "sagemaker-sdk-v3"
 #: Runs launch.py with every socket connection refused.
 NETWORK_OFF = """\
 import runpy, socket, sys
@@ -370,26 +369,38 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-@pytest.fixture(scope="module")
-def sdk_python() -> Path:
+def sdk_venv(requirement: str, name: str) -> Path:
+    """The python of REPO/.venv/<name>, a venv holding ``requirement``, made once."""
     import filelock
 
-    python = SDK_VENV / "bin" / "python"
-    stamp = SDK_VENV / f".installed-{TESTED_SDK}"
-    SDK_VENV.parent.mkdir(exist_ok=True)
-    with filelock.FileLock(str(SDK_VENV) + ".lock"):
+    root = REPO / ".venv" / name
+    python = root / "bin" / "python"
+    stamp = root / f".installed-{requirement}"
+    root.parent.mkdir(exist_ok=True)
+    with filelock.FileLock(str(root) + ".lock"):
         if not stamp.exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(SDK_VENV)], check=True,
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True,
                            timeout=300)
             done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                                   "--disable-pip-version-check", TESTED_SDK],
+                                   "--disable-pip-version-check", requirement],
                                   capture_output=True, text=True, timeout=1500)
             assert done.returncode == 0, done.stdout + done.stderr
             stamp.touch()
     return python
 
 
-def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> dict:
+@pytest.fixture(scope="module")
+def sdk_v3_python() -> Path:
+    return sdk_venv("sagemaker==3.27.0", "sagemaker-sdk-v3")
+
+
+@pytest.fixture(scope="module")
+def sdk_v2_python() -> Path:
+    return sdk_venv("sagemaker==2.257.7", "sagemaker-sdk-v2")
+
+
+def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[dict, str]:
+    """(launch.py --no-submit's JSON, its stderr)."""
     guard = tmp_path / "network_off.py"
     guard.write_text(NETWORK_OFF)
     scratch = tmp_path / "scratch"
@@ -404,11 +415,11 @@ def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> dict:
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(scratch.iterdir()) == [], "the temporary source_dir was left behind"
-    return json.loads(done.stdout)
+    return json.loads(done.stdout), done.stderr
 
 
-def test_sdk_v3_builds_the_torchrun_job(sdk_python, tmp_path):
-    job = build_with_sdk(sdk_python, tmp_path, "--train-s3", "s3://example-bucket/train",
+def test_sdk_v3_builds_the_torchrun_job(sdk_v3_python, tmp_path):
+    job, _ = build_with_sdk(sdk_v3_python, tmp_path, "--train-s3", "s3://example-bucket/train",
                          "--instance-type", "ml.g5.12xlarge", "--instance-count", "2", "--env",
                          "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build", "--", "--epochs", "3")
     assert job["sdk"] == "sagemaker 3.27.0: ModelTrainer"
@@ -428,9 +439,24 @@ def test_sdk_v3_builds_the_torchrun_job(sdk_python, tmp_path):
     assert job["max_runtime_in_seconds"] == 14400
 
 
-def test_sdk_v3_builds_a_single_process_job_on_a_custom_image(sdk_python, tmp_path):
-    job = build_with_sdk(sdk_python, tmp_path, "--train-s3", "s3://example-bucket/train",
+def test_sdk_v3_builds_a_single_process_job_on_a_custom_image(sdk_v3_python, tmp_path):
+    job, _ = build_with_sdk(sdk_v3_python, tmp_path, "--train-s3", "s3://example-bucket/train",
                          "--instance-type", "ml.g5.xlarge", "--image-uri",
                          "111122223333.dkr.ecr.us-east-1.amazonaws.com/custom-op:1")
     assert "distributed" not in job
     assert job["training_image"] == "111122223333.dkr.ecr.us-east-1.amazonaws.com/custom-op:1"
+
+
+def test_sdk_v2_builds_the_same_torchrun_job(sdk_v2_python, tmp_path):
+    job, stderr = build_with_sdk(sdk_v2_python, tmp_path, "--train-s3",
+                                 "s3://example-bucket/train", "--instance-type", "ml.g5.12xlarge",
+                                 "--instance-count", "2", "--", "--epochs", "3")
+    assert job["sdk"] == "sagemaker 2.257.7: PyTorch"
+    assert job["training_image"].endswith(
+        ".dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-gpu-py312")
+    assert job["distribution"] == {"torch_distributed": {"enabled": True}}
+    assert job["instance_type"] == "ml.g5.12xlarge" and job["instance_count"] == 2
+    assert job["entry_point"] == "train.py" and job["hyperparameters"] == {"epochs": 3}
+    assert job["inputs"] == {"train": "s3://example-bucket/train"}
+    # One line from launch.py instead of the SDK's deprecation warnings, twice over.
+    assert stderr.count("SDK v2") == 1 and "SageMakerV2DeprecationWarning" not in stderr
