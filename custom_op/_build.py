@@ -149,8 +149,11 @@ def _fail(root: Path, key: str, message: str) -> None:
     marker = failure_marker(root, key)
     record = {"message": message, "settings": _compiler_settings(), "time": time.time()}
     partial = marker.with_name(f"{marker.name}.{os.getpid()}")
-    partial.write_text(json.dumps(record))
-    os.replace(partial, marker)
+    try:
+        partial.write_text(json.dumps(record))
+        os.replace(partial, marker)  # Atomic: readers see no marker or a whole one.
+    except OSError as error:  # Not remembering must not hide the build's own error.
+        log(f"could not write {marker}: {error}")
     raise ImportError(message)
 
 
