@@ -69,6 +69,17 @@ def _copy_source(target: Path) -> Path:
     return target
 
 
+def _jpeg_prefix(root: Path) -> Path:
+    """A libjpeg-turbo prefix made of links to the system's headers (the library stays the system's)."""
+    include = root / "include"
+    include.mkdir(parents=True)
+    for header in ("jpeglib.h", "jmorecfg.h", "jerror.h"):
+        system = Path("/usr/include") / header
+        assert system.exists(), f"{system} is needed for this test"
+        (include / header).symlink_to(system)
+    return root
+
+
 @pytest.fixture
 def venv(tmp_path) -> Venv:
     return Venv(tmp_path / "venv")
@@ -101,6 +112,17 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
                        "runpy.run_module('custom_op.prepare', run_name='__main__')",
                        env=env, cwd=elsewhere)
     assert prepare.returncode == 0 and "usage" in prepare.stdout, prepare.stderr
+
+    # The environment changes under the installed build (here: another libjpeg prefix,
+    # as a torch upgrade would): the first call builds again, into the user cache.
+    prefix = _jpeg_prefix(tmp_path / "jpeg")
+    changed = venv.run("import custom_op; print('version', custom_op.libjpeg_version())",
+                       env=dict(env, CUSTOM_OP_JPEG_PREFIX=str(prefix)), cwd=elsewhere)
+    assert changed.returncode == 0, changed.stderr
+    assert changed.stderr.count(BUILD_LINE) == 1, changed.stderr
+    assert len(list((tmp_path / "cache" / "custom_op").glob("*/_C*.so"))) == 1
+    assert sorted(p.name for p in package.iterdir() if p.is_dir()) == ["__pycache__", "_prebuilt",
+                                                                       "csrc"]
 
     removed = venv.pip("uninstall", "--yes", "custom_op", env=env, cwd=elsewhere)
     assert removed.returncode == 0, removed.stderr
