@@ -24,8 +24,11 @@ all: test
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(DEPS_STAMP): requirements-dev.txt | $(PY)
+# custom_op itself goes in editable (python -m custom_op.prepare works from any
+# folder) and builds nothing now: a checkout builds on first use, once.
+$(DEPS_STAMP): requirements-dev.txt pyproject.toml setup.py | $(PY)
 	$(PY) -m pip install --upgrade-strategy only-if-needed $(TORCH_PINS) -r requirements-dev.txt
+	$(PY) -m pip install --no-build-isolation --no-deps --editable .
 	rm -f $(VENV)/.deps-*
 	touch $@
 
@@ -80,4 +83,4 @@ include fuzz/fuzz.mk
 include sagemaker/sagemaker.mk
 
 clean:
-	rm -rf custom_op/_build bench/results .pytest_cache
+	rm -rf custom_op/_build custom_op/_prebuilt bench/results .pytest_cache build *.egg-info

@@ -1,28 +1,25 @@
 """custom_op: decode only the part of a JPEG that a training pipeline keeps.
 
-``import custom_op`` builds the native extension the first time it runs in an
-environment (see custom_op/_build.py), then loads that build on every later
-import. The parts that need torchvision (EncodedJpeg, the transforms and the
-datasets) are imported on first use, so the decode functions alone do not
-pay for importing torchvision.
+``import custom_op`` loads nothing native: the first call that decodes loads
+the extension, building it first if this environment has none (see
+custom_op/_loader.py and docs/install.md). The parts that need torchvision
+(EncodedJpeg, the transforms and the datasets) are imported on first use too,
+so the decode functions alone do not pay for importing torchvision.
 """
 
 import importlib
 from typing import Any
 
 from ._errors import JpegDecodeError
-from ._build import load_extension as _load_extension
-
-_C = _load_extension()
-
-from ._decode import (  # noqa: E402
+from ._loader import native as _C
+from ._decode import (
     decode_and_crop_jpeg,
     decode_and_crop_jpeg_batch,
     decode_and_resized_crop_jpeg,
     jpeg_size,
     libjpeg_version,
 )
-from ._prepare import prepare_jpeg, seekable  # noqa: E402
+from ._prepare import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
 _LAZY = {

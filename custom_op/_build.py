@@ -1,111 +1,100 @@
-"""The just-in-time build of custom_op's native extension.
+"""Building custom_op's native extension into a build folder, once per key.
 
-``import custom_op`` calls :func:`load_extension`, which returns the compiled
-module ``custom_op._C``, building it first if this environment has no build
-for the current build key (sources, torch version and ABI, compiler: see
-_build_config.build_key).
+custom_op/_loader.py calls :func:`build` when no build exists for the current
+key (see _build_config.build_key), and so does ``python -m custom_op.build``.
 
 Concurrency. Any number of processes (DataLoader workers, torchrun ranks) may
-import at once. A finished build is a single file that appears by an atomic
-rename, so a process that sees it can load it without locking: that is the
-warm path. On the cold path, processes take an exclusive file lock (flock,
-which the kernel releases when its holder dies, even by kill -9); the first
-one builds in a private temporary folder and renames the result into place,
-the others wait, see the file, and load it. A build killed halfway leaves only
-a temporary folder, removed by the next build, never a half-written module.
+need the extension at once. A finished build is a single file that appears by
+an atomic rename, so a process that sees it loads it without locking. Without
+it, processes take an exclusive file lock (flock, which the kernel releases
+when its holder dies, even by kill -9); the first one builds in a private
+temporary folder and renames the result into place, the others wait, see the
+file, and load it. A build killed halfway leaves only a temporary folder,
+removed by the next build, never a half-written module.
 
-Where. CUSTOM_OP_BUILD_DIR if set; else the ``_build`` folder inside the
-package when the package folder is writable; else a per-user cache folder
-($XDG_CACHE_HOME/custom_op, by default ~/.cache/custom_op).
+Failures are remembered. A failed build leaves ``<key>.failed`` beside its
+log ``<key>.log``; every later attempt for the same key, in any process, with
+the same compiler settings, raises the same ImportError at once instead of
+compiling again (eight DataLoader workers must not mean eight failed
+compiles). Changing the key (sources, torch, libjpeg prefix) or the compiler
+settings (CC, CXX, flags, PATH), removing the marker, or running
+``python -m custom_op.build`` tries again.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
-
-import filelock
-import torch
 
 from . import _build_config
+from ._build_diagnosis import hint_for
 
-MODULE_NAME = "custom_op._C"
 #: How long a process waits for another one's build before giving up.
 LOCK_TIMEOUT_SECONDS = float(os.environ.get("CUSTOM_OP_BUILD_TIMEOUT", "1800"))
-
-_MISSING_JPEG_HINT = (
-    "libjpeg-turbo's development headers (jpeglib.h) were not found. Install them:\n"
-    "  Debian:        apt-get install libjpeg62-turbo-dev\n"
-    "  Ubuntu:        apt-get install libjpeg-turbo8-dev\n"
-    "  Fedora/RHEL:   dnf install libjpeg-turbo-devel\n"
-    "  conda:         conda install -c conda-forge libjpeg-turbo  (with the environment activated)\n"
-)
+#: Variables that change how the compiler runs: a failure remembered under
+#: other values of these is tried again.
+COMPILER_VARIABLES = ("CC", "CXX", "LDSHARED", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS",
+                      "CPATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH", "PKG_CONFIG_PATH", "PATH")
 
 
-def current_build_key() -> str:
-    return _build_config.build_key(torch.__version__, torch.version.git_version or "",
-                                   bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+def build(root: Path, key: str, *, retry_failed: bool = False) -> Path:
+    """Builds the extension for ``key`` under ``root`` unless it is there.
 
+    Args:
+        root: the build folder (CUSTOM_OP_BUILD_DIR, the user cache, ...).
+        key: the current build key.
+        retry_failed: ignore (and replace) a remembered failure.
 
-def build_root() -> Path:
-    """The folder that holds builds: see the module docstring."""
-    override = os.environ.get("CUSTOM_OP_BUILD_DIR")
-    if override:
-        return Path(override).expanduser()
-    package_dir = _build_config.PACKAGE_DIR
-    if os.access(package_dir, os.W_OK):
-        return package_dir / "_build"
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "custom_op"
+    Returns:
+        The path of the built module.
 
-
-def module_path(root: Path, key: str) -> Path:
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return root / key / f"_C{suffix}"
-
-
-def load_extension() -> ModuleType:
-    """Returns custom_op._C, building it once per build key if needed."""
-    key = current_build_key()
-    root = build_root()
-    target = module_path(root, key)
-    if not target.exists():
-        _build_under_lock(root, key, target)
-    return _load(target, key)
-
-
-def _build_under_lock(root: Path, key: str, target: Path) -> None:
+    Raises:
+        ImportError: the build failed now or, with the same settings, before.
+    """
+    target = _build_config.module_path(root, key)
+    if not retry_failed:
+        _raise_if_failed_before(root, key)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ImportError(f"custom_op: cannot create the build folder {root}: {error}. "
-                          "Set CUSTOM_OP_BUILD_DIR to a writable folder.") from error
+                         "Set CUSTOM_OP_BUILD_DIR to a writable folder.") from error
+    import filelock  # Only building needs it; a warm start should not pay for its import.
+
     lock = filelock.FileLock(str(root / f"{key}.lock"))
+    _acquire(lock, root)
     try:
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        _log(f"waiting for another process to finish building the extension in {root} ...")
-        try:
-            lock.acquire(timeout=LOCK_TIMEOUT_SECONDS)
-        except filelock.Timeout as error:
-            raise ImportError(
-                f"custom_op: gave up after {LOCK_TIMEOUT_SECONDS:.0f} s waiting for the build lock "
-                f"{lock.lock_file} (CUSTOM_OP_BUILD_TIMEOUT sets the limit)") from error
-    try:
-        if not target.exists():  # Another process may have built it while we waited.
-            _remove_stale_temporaries(root, key)
-            _build(root, key, target)
+        if target.exists():  # Another process built it while we waited.
+            return target
+        if not retry_failed:  # ...or failed to, while we waited.
+            _raise_if_failed_before(root, key)
+        _remove_stale_temporaries(root, key)
+        _compile(root, key, target)
     finally:
         lock.release()
+    return target
+
+
+def _acquire(lock, root: Path) -> None:
+    import filelock
+
+    try:
+        lock.acquire(timeout=0)
+        return
+    except filelock.Timeout:
+        log(f"waiting for another process to finish building the extension in {root} ...")
+    try:
+        lock.acquire(timeout=LOCK_TIMEOUT_SECONDS)
+    except filelock.Timeout as error:
+        raise ImportError(
+            f"custom_op: gave up after {LOCK_TIMEOUT_SECONDS:.0f} s waiting for the build lock "
+            f"{lock.lock_file} (CUSTOM_OP_BUILD_TIMEOUT sets the limit)") from error
 
 
 def _remove_stale_temporaries(root: Path, key: str) -> None:
@@ -114,55 +103,75 @@ def _remove_stale_temporaries(root: Path, key: str) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def _build(root: Path, key: str, target: Path) -> None:
-    _log(f"building the native extension in {root / key} (once per environment and torch version) ...")
+def _compile(root: Path, key: str, target: Path) -> None:
+    log(f"building the native extension in {root / key} (once per environment and torch "
+        "version) ...")
     started = time.monotonic()
+    log_path = root / f"{key}.log"
     work = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
         command = [sys.executable, str(_build_config.PACKAGE_DIR / "setup.py"), "build_ext",
                    "--build-lib", str(work / "lib"), "--build-temp", str(work / "obj")]
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               cwd=str(_build_config.PACKAGE_DIR))
-        log_path = root / f"{key}.log"
-        log_path.write_text(done.stdout)
+        log_path.write_text(f"$ {' '.join(command)}\n{_build_config.compiler_identity()}\n\n"
+                            f"{done.stdout}")
         if done.returncode != 0:
-            raise ImportError(_failure_message(done.stdout, log_path))
+            _fail(root, key, _failure_message(done.stdout, log_path))
         built = list((work / "lib" / "custom_op").glob("_C*"))
         if len(built) != 1:
-            raise ImportError(f"custom_op: the build produced {built}, expected one module "
-                              f"(this is a bug in custom_op); log: {log_path}")
+            _fail(root, key, f"custom_op: the build produced {built}, expected one module "
+                             f"(this is a bug in custom_op); log: {log_path}")
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(built[0], target)  # Atomic: readers see no module or a whole one.
+        failure_marker(root, key).unlink(missing_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    _log(f"built in {time.monotonic() - started:.1f} s")
+    log(f"built in {time.monotonic() - started:.1f} s")
 
 
 def _failure_message(output: str, log_path: Path) -> str:
-    hint = ""
-    if "jpeglib.h" in output and "No such file" in output:
-        hint = _MISSING_JPEG_HINT
-    elif "libjpeg-turbo 2.0.6 or newer" in output:
-        hint = ("The installed libjpeg-turbo is too old; install 2.0.6 or newer.\n" +
-                _MISSING_JPEG_HINT)
-    elif "cannot find -ljpeg" in output:
-        hint = "The libjpeg-turbo library (libjpeg.so) was not found.\n" + _MISSING_JPEG_HINT
-    tail = output[-6000:]
     return (f"custom_op: building the native extension failed (full log: {log_path}).\n"
-            f"{hint}--- compiler output (end) ---\n{tail}")
+            f"{hint_for(output)}--- compiler output (end) ---\n{output[-6000:]}")
 
 
-def _load(path: Path, key: str) -> ModuleType:
-    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
-    spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    if getattr(module, "build_key", None) != key:
-        raise ImportError(f"custom_op: {path} was built for key {getattr(module, 'build_key', None)!r}, "
-                          f"expected {key!r} (this is a bug in custom_op)")
-    sys.modules[MODULE_NAME] = module
-    return module
+def failure_marker(root: Path, key: str) -> Path:
+    """The file that remembers a failed build for ``key``."""
+    return root / f"{key}.failed"
 
 
-def _log(message: str) -> None:
+def _compiler_settings() -> dict[str, str]:
+    return {name: os.environ.get(name, "") for name in COMPILER_VARIABLES}
+
+
+def _fail(root: Path, key: str, message: str) -> None:
+    """Remembers the failure for other processes, then raises it."""
+    marker = failure_marker(root, key)
+    record = {"message": message, "settings": _compiler_settings(), "time": time.time()}
+    partial = marker.with_name(f"{marker.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps(record))
+        os.replace(partial, marker)  # Atomic: readers see no marker or a whole one.
+    except OSError as error:  # Not remembering must not hide the build's own error.
+        log(f"could not write {marker}: {error}")
+    raise ImportError(message)
+
+
+def _raise_if_failed_before(root: Path, key: str) -> None:
+    marker = failure_marker(root, key)
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return  # No marker, or one cut short: build again.
+    if record.get("settings") != _compiler_settings():
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.get("time", 0)))
+    raise ImportError(f"{record.get('message', '')}\n"
+                     f"(This build failed at {when} and is not tried again with the same "
+                     f"settings. Fix the cause, then remove {marker} or run "
+                     "`python -m custom_op.build`.)")
+
+
+def log(message: str) -> None:
+    """One line on stderr, with the process id: several workers may be building."""
     print(f"custom_op [pid {os.getpid()}]: {message}", file=sys.stderr, flush=True)

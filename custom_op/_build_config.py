@@ -1,9 +1,17 @@
 """What the native extension is built from, defined once.
 
-Both build paths read this module: ``custom_op/setup.py`` (ahead of time) and
-the just-in-time build in ``custom_op/_build.py`` (which runs that setup.py),
-so the sources, flags and build key cannot drift apart. It imports neither
-torch nor custom_op, so setup.py can load it by path.
+Every build path reads this module: ``custom_op/setup.py`` (the just-in-time
+build in ``custom_op/_build.py`` runs it), the repository's ``setup.py``
+(``pip install``) and ``python -m custom_op.build``, so the sources, flags,
+library discovery and build key cannot drift apart. It imports neither torch
+nor custom_op, so the setup scripts can load it by path.
+
+The build key must be computable on every import without starting a process:
+a slim training image often has its compiler removed after the build, and a
+key that asked the compiler for its version would no longer find that build.
+So the key covers what decides whether a build can be loaded (sources, flags,
+Python and torch ABI, where libjpeg-turbo comes from), and the compiler's
+identity is only recorded in the build log.
 """
 
 from __future__ import annotations
@@ -36,59 +44,146 @@ LIBRARIES = ("jpeg",)
 EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
 
 
-def jpeg_prefixes() -> list[Path]:
-    """Install prefixes that may hold libjpeg-turbo besides the system's.
 
-    A conda environment ships its own libjpeg-turbo; building against it keeps
-    headers and library in step.
+class JpegPrefixError(RuntimeError):
+    """CUSTOM_OP_JPEG_PREFIX names a folder without libjpeg-turbo's headers."""
+
+
+def jpeg_prefixes() -> list[Path]:
+    """Install prefixes that hold libjpeg-turbo, besides the system's.
+
+    An explicit ``CUSTOM_OP_JPEG_PREFIX`` (Homebrew's keg-only jpeg-turbo, a
+    custom build) comes first; then an active conda environment that ships
+    libjpeg-turbo, so headers and library stay in step.
+
+    Raises:
+        JpegPrefixError: CUSTOM_OP_JPEG_PREFIX is set but has no include/jpeglib.h.
     """
-    prefixes = []
+    explicit, conda = _prefix_variables()
+    if explicit and not (explicit / "include" / "jpeglib.h").exists():
+        raise JpegPrefixError(f"CUSTOM_OP_JPEG_PREFIX={explicit} has no include/jpeglib.h; "
+                              "point it at the folder that holds include/ and lib/ of "
+                              "libjpeg-turbo (e.g. $(brew --prefix jpeg-turbo))")
+    return [prefix for prefix in (explicit, conda) if prefix is not None]
+
+
+def _prefix_variables() -> tuple[Path | None, Path | None]:
+    """(CUSTOM_OP_JPEG_PREFIX as given, CONDA_PREFIX when it holds jpeglib.h).
+
+    A file check, no process: the build key reads this on every first call.
+    """
+    explicit = os.environ.get("CUSTOM_OP_JPEG_PREFIX")
     conda = os.environ.get("CONDA_PREFIX")
-    if conda and (Path(conda) / "include" / "jpeglib.h").exists():
-        prefixes.append(Path(conda))
-    return prefixes
+    has_conda_jpeg = bool(conda) and (Path(conda) / "include" / "jpeglib.h").exists()
+    return (Path(explicit).expanduser() if explicit else None,
+            Path(conda) if has_conda_jpeg else None)
+
+
+def pkg_config_dirs() -> tuple[list[str], list[str]]:
+    """(include dirs, library dirs) that ``pkg-config libjpeg`` reports.
+
+    Empty when pkg-config or its libjpeg.pc is missing: the system paths are
+    then the compiler's own. Runs a process, so only build paths call it.
+    """
+    try:
+        done = subprocess.run(["pkg-config", "--cflags-only-I", "--libs-only-L", "libjpeg"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return [], []
+    if done.returncode != 0:
+        return [], []
+    includes, libraries = [], []
+    for flag in shlex.split(done.stdout):
+        if flag.startswith("-I"):
+            includes.append(flag[2:])
+        elif flag.startswith("-L"):
+            libraries.append(flag[2:])
+    return includes, libraries
 
 
 def include_dirs() -> list[str]:
-    return [str(PACKAGE_DIR)] + [str(p / "include") for p in jpeg_prefixes()]
+    """Header folders for the build: the package's own, then libjpeg-turbo's."""
+    return ([str(PACKAGE_DIR)] + [str(p / "include") for p in jpeg_prefixes()]
+            + pkg_config_dirs()[0])
 
 
 def library_dirs() -> list[str]:
-    return [str(p / "lib") for p in jpeg_prefixes()]
+    """Library folders for the build: libjpeg-turbo's, when not the system's."""
+    return [str(p / "lib") for p in jpeg_prefixes()] + pkg_config_dirs()[1]
 
 
-def extra_link_args() -> list[str]:
-    # An rpath, so that the module finds the conda libjpeg it was built against.
-    return [f"-Wl,-rpath,{d}" for d in library_dirs()]
+def extra_link_args(libraries: list[str]) -> list[str]:
+    """An rpath per library folder, so the module finds the libjpeg it was built against."""
+    return [f"-Wl,-rpath,{d}" for d in libraries]
 
 
-def compiler_commands() -> list[str]:
-    """The compiler and linker commands setuptools will run."""
-    names = []
-    for var in ("CC", "CXX", "LDSHARED"):
-        value = os.environ.get(var) or sysconfig.get_config_var(var) or ""
-        names.append(value)
-    return names
+def extension_arguments(key: str, source_prefix: str = "") -> dict:
+    """Keyword arguments for torch's ``CppExtension``, for either setup script.
+
+    Args:
+        key: the build key, compiled into the module as its ``build_key``.
+        source_prefix: the package folder relative to the calling setup script
+            ("" for custom_op/setup.py, "custom_op/" for the repository's).
+
+    Returns:
+        sources, include and library folders, libraries, flags and the key macro.
+    """
+    libraries = library_dirs()
+    return {
+        "sources": [source_prefix + name for name in SOURCES],
+        "include_dirs": include_dirs(),
+        "library_dirs": libraries,
+        "libraries": list(LIBRARIES),
+        "extra_compile_args": list(EXTRA_COMPILE_ARGS),
+        "extra_link_args": extra_link_args(libraries),
+        "define_macros": [("CUSTOM_OP_BUILD_KEY", key)],
+    }
 
 
-def _compiler_identity(command: str) -> str:
-    """`command --version` output: a different compiler means a rebuild."""
-    argv = shlex.split(command)[:1]
-    if not argv:
-        return ""
-    try:
-        done = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as error:
-        return f"unavailable: {error}"
-    return done.stdout
+def extension_suffix() -> str:
+    """The file name ending of an extension module for this Python (".cpython-311-...so")."""
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
+def module_path(root: Path, key: str) -> Path:
+    """Where the build for ``key`` lives under a build folder: ``<root>/<key>/_C<suffix>``."""
+    return root / key / f"_C{extension_suffix()}"
+
+
+def compiler_identity() -> str:
+    """The compilers setuptools will run and their ``--version``, for the build log."""
+    lines = []
+    for variable in ("CC", "CXX", "LDSHARED"):
+        command = os.environ.get(variable) or sysconfig.get_config_var(variable) or ""
+        argv = shlex.split(command)[:1]
+        version = ""
+        if argv:
+            try:
+                done = subprocess.run(argv + ["--version"], capture_output=True, text=True,
+                                      timeout=30)
+                version = (done.stdout.splitlines() or [""])[0]
+            except (OSError, subprocess.SubprocessError) as error:
+                version = f"unavailable: {error}"
+        lines.append(f"{variable}={command!r}: {version}")
+    return "\n".join(lines)
 
 
 def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> str:
-    """A hash of everything that makes one build differ from another.
+    """A hash of everything that makes one build unusable where another is.
 
-    Sources, headers, build files, flags, Python ABI, torch version and ABI,
-    and the compilers' identities. Equal keys mean the existing build can be
-    loaded as it is.
+    Sources, headers, build files, flags, the Python ABI, torch's version and
+    C++ ABI, and the prefixes that locate libjpeg-turbo. Not the package's
+    location (a wheel is built in one folder and installed in another) and not
+    the compiler (see the module docstring). Equal keys mean the existing
+    build can be loaded as it is.
+
+    Args:
+        torch_version: ``torch.__version__``.
+        torch_git_version: ``torch.version.git_version``.
+        cxx11_abi: ``torch._C._GLIBCXX_USE_CXX11_ABI``.
+
+    Returns:
+        20 hex digits.
     """
     digest = hashlib.sha256()
 
@@ -101,11 +196,10 @@ def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> st
         add(name)
         add((PACKAGE_DIR / name).read_bytes())
     for part in (torch_version, torch_git_version, str(cxx11_abi), sys.version,
-                 sysconfig.get_config_var("EXT_SUFFIX") or "", platform.machine()):
+                 extension_suffix(), platform.machine()):
         add(part)
-    for part in EXTRA_COMPILE_ARGS + LIBRARIES + tuple(include_dirs()) + tuple(library_dirs()):
+    for part in EXTRA_COMPILE_ARGS + LIBRARIES:
         add(part)
-    for command in compiler_commands():
-        add(command)
-        add(_compiler_identity(command))
+    for prefix in _prefix_variables():
+        add(str(prefix or ""))
     return digest.hexdigest()[:20]

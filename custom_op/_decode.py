@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _C
+from ._loader import native as _C
 
 #: What ``data`` may be: the encoded file's bytes.
 EncodedJpeg = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import _C
+from ._loader import native as _C
 from ._decode import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EncodedJpeg, _as_encoded, _as_int,
                       _as_limit)
 

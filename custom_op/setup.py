@@ -1,53 +1,51 @@
-"""Builds custom_op's native extension, ``custom_op._C``.
+"""Builds custom_op's native extension, ``custom_op._C``, into a build folder.
 
-``import custom_op`` runs this file itself, once per environment (see
-custom_op/_build.py), so you rarely need to. To build by hand:
+The just-in-time build (custom_op/_build.py) runs this file; so does
+``python -m custom_op.build``, which is how to build by hand. ``pip install``
+uses the repository's setup.py instead, which builds the same extension into
+the installed package. Sources, flags and the build key come from
+custom_op/_build_config.py, shared by all of them.
 
     python custom_op/setup.py build_ext --build-lib BUILD_DIR --build-temp BUILD_DIR/obj
-
-Sources and flags come from custom_op/_build_config.py, shared with the JIT build.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-import torch
+HERE = Path(__file__).resolve().parent
 
 
-def _load_build_config():
-    # By path: importing the custom_op package would start a JIT build.
-    path = Path(__file__).resolve().parent / "_build_config.py"
-    spec = importlib.util.spec_from_file_location("custom_op_build_config", path)
+def _load_by_path(name: str):
+    # By path: importing the custom_op package would import torch-bound modules.
+    spec = importlib.util.spec_from_file_location(f"custom_op_setup_{name}", HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-config = _load_build_config()
+config = _load_by_path("_build_config")
+diagnosis = _load_by_path("_build_diagnosis")
 key = config.build_key(torch.__version__, torch.version.git_version or "",
                        bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+try:
+    arguments = config.extension_arguments(key)
+except config.JpegPrefixError as error:
+    sys.exit(f"custom_op: {error}")
+missing = diagnosis.missing_requirements(arguments["include_dirs"])
+if missing:
+    sys.exit(f"custom_op: cannot build the native extension. {missing}")
 
-os.chdir(config.PACKAGE_DIR)
-
+os.chdir(HERE)
 setup(
     name="custom_op_native",
-    ext_modules=[
-        CppExtension(
-            name="custom_op._C",
-            sources=list(config.SOURCES),
-            include_dirs=config.include_dirs(),
-            library_dirs=config.library_dirs(),
-            libraries=list(config.LIBRARIES),
-            extra_compile_args=list(config.EXTRA_COMPILE_ARGS),
-            extra_link_args=config.extra_link_args(),
-            define_macros=[("CUSTOM_OP_BUILD_KEY", key)],
-        )
-    ],
+    ext_modules=[CppExtension(name="custom_op._C", **arguments)],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)},
 )

@@ -1,34 +1,39 @@
 #!/usr/bin/env python3
-"""Starts sagemaker/train.py as a SageMaker training job (SageMaker Python SDK v2).
+"""Starts sagemaker/train.py as a SageMaker training job.
 
     python sagemaker/launch.py --train-s3 s3://BUCKET/PREFIX/train --role ROLE_ARN \\
         --instance-type ml.g5.12xlarge --instance-count 1 -- --epochs 5 --batch-size 64
 
-Arguments after ``--`` are train.py's hyperparameters, checked here against
-train.py's own parser and passed to the estimator, which hands them to
-train.py as ``--name value``.
+The job is built with the SageMaker Python SDK v3 (``ModelTrainer`` with
+``SourceCode``, ``Compute``, ``InputData`` and ``Torchrun``), or with v2's
+``PyTorch`` estimator when v2 is what is installed; sagemaker/sdk_jobs.py
+does that. Arguments after ``--`` are train.py's hyperparameters, checked here
+against train.py's own parser; the job hands them to train.py as
+``--name value``.
 
 The job's source_dir is a staging folder holding train.py, requirements.txt
 and the custom_op package's sources (.py, .cpp, csrc/*.h; no build products):
-the training container builds custom_op's native extension when train.py
-imports it, against the container's own PyTorch.
+the training container builds custom_op's native extension on first use,
+against the container's own PyTorch (or finds the build an image carries,
+see docs/install.md). A temporary staging folder is removed when launch.py
+ends (the SDK has uploaded it by then).
 
 Distribution: with more than one GPU in all (instance count x GPUs per
-instance), ``distribution={"torch_distributed": {"enabled": True}}``: the
-container starts train.py with torchrun, one rank per GPU on each instance.
-With one GPU, or one CPU instance, train.py runs as a single plain process
-(on a CPU instance its DataLoader workers use the cores). Several CPU
-instances are refused: the SDK accepts torch_distributed only on GPU and
-Trainium instances, and without a launcher every instance would run its own
+instance), torchrun starts train.py, one rank per GPU on each instance. With
+one GPU, or one CPU instance, train.py runs as a single plain process (on a
+CPU instance its DataLoader workers use the cores). Several CPU instances are
+refused: without GPUs to give each rank, every instance would run its own
 independent copy of the whole job.
 
-``--dry-run`` prints the estimator's configuration and the source_dir's files
-as JSON and exits, without importing the SDK or contacting AWS.
+``--dry-run`` prints the job as JSON without importing the SDK or contacting
+AWS; ``--no-submit`` builds the SDK's job object (resolving the image URI and
+checking the arguments the SDK's way) and prints it, starting nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -36,6 +41,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -60,30 +66,28 @@ CPU_FAMILY_PREFIXES = ("c", "m", "r", "t")
 #: Hyperparameters SageMaker provides through the environment instead.
 SET_BY_SAGEMAKER = ("train", "model-dir", "output-data-dir")
 DEFAULT_INSTANCE_TYPE = "ml.g5.xlarge"
-DEFAULT_FRAMEWORK_VERSION = "2.5.1"
-DEFAULT_PY_VERSION = "py311"
-SDK_REQUIREMENT = "sagemaker>=2.200,<3"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="launch.py",
         usage="%(prog)s [options] [-- train.py hyperparameters, e.g. --epochs 5]",
-        description="Start sagemaker/train.py as a SageMaker training job with the PyTorch "
-                    "estimator of the SageMaker Python SDK v2.")
+        description="Start sagemaker/train.py as a SageMaker training job (SageMaker Python "
+                    "SDK v3's ModelTrainer, or v2's PyTorch estimator if v2 is installed).")
     parser.add_argument("--instance-type", default=DEFAULT_INSTANCE_TYPE,
                         help=f"training instance type (default {DEFAULT_INSTANCE_TYPE})")
     parser.add_argument("--instance-count", type=int, default=1, help="instances (default 1)")
     parser.add_argument("--gpus-per-instance", type=int, default=None,
                         help="GPUs per instance, for types missing from the built-in table")
-    parser.add_argument("--framework-version", default=DEFAULT_FRAMEWORK_VERSION,
-                        help=f"PyTorch version of the SageMaker training image "
-                             f"(default {DEFAULT_FRAMEWORK_VERSION})")
-    parser.add_argument("--py-version", default=DEFAULT_PY_VERSION,
-                        help=f"Python version of that image (default {DEFAULT_PY_VERSION})")
+    parser.add_argument("--framework-version", default=None,
+                        help="PyTorch version of the SageMaker training image (default: the "
+                             "newest the SDK supports here, 2.10.0 with v3, 2.8.0 with v2)")
+    parser.add_argument("--py-version", default=None,
+                        help="Python version of that image (default: py313 with v3, py312 "
+                             "with v2)")
     parser.add_argument("--image-uri", default=None,
-                        help="a custom training image (e.g. one with libjpeg-turbo's headers, or "
-                             "with custom_op prebuilt) instead of the SageMaker PyTorch image")
+                        help="a custom training image (e.g. one with custom_op prebuilt, see "
+                             "docs/install.md) instead of the SageMaker PyTorch image")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment variable for the job, e.g. CUSTOM_OP_BUILD_DIR=... "
                              "(repeatable)")
@@ -93,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default $CUSTOM_OP_TRAIN_S3)")
     parser.add_argument("--role", default=os.environ.get("SAGEMAKER_ROLE"),
                         help="IAM role ARN for the job (default $SAGEMAKER_ROLE, else the "
-                             "SDK's get_execution_role())")
+                             "SDK's own choice: the caller's role)")
     parser.add_argument("--output-path", default=None,
                         help="S3 URI for the model artefacts (default: the SDK's bucket)")
     parser.add_argument("--base-job-name", default="custom-op-train")
@@ -102,13 +106,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--volume-size", type=int, default=30,
                         help="EBS volume per instance in GB (default 30)")
     parser.add_argument("--source-dir", default=None,
-                        help="staging folder to assemble the job's source_dir in (default: a "
-                             "new temporary folder); one staged by an earlier run is replaced")
+                        help="staging folder to assemble the job's source_dir in, kept "
+                             "afterwards (default: a temporary folder, removed at the end); one "
+                             "staged by an earlier run is replaced")
     parser.add_argument("--wait", action=argparse.BooleanOptionalAction, default=True,
                         help="wait for the job and stream its logs (default: wait)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the configuration and the source_dir's files as JSON; no "
-                             "SDK, no AWS")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true",
+                      help="print the job and the source_dir's files as JSON; no SDK, no AWS")
+    mode.add_argument("--no-submit", action="store_true",
+                      help="build the job object with the installed SDK and print it; start "
+                           "nothing")
     return parser
 
 
@@ -119,9 +127,10 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def load_train_module():
-    """train.py, imported by path (it imports no torch at module level)."""
-    spec = importlib.util.spec_from_file_location("custom_op_sagemaker_train", HERE / "train.py")
+def load_sibling(name: str):
+    """A module of this folder, imported by path (launch.py may run from anywhere)."""
+    spec = importlib.util.spec_from_file_location(f"custom_op_sagemaker_{name}",
+                                                  HERE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -129,7 +138,7 @@ def load_train_module():
 
 def hyperparameters_from(tokens: list[str]) -> dict:
     """Checks train.py hyperparameters with train.py's parser; returns those given."""
-    train = load_train_module()
+    train = load_sibling("train")  # It imports no torch at module level.
     full = train.build_parser()
     full.prog = "launch.py (train.py hyperparameters after --)"
     train.check_arguments(full, full.parse_args(tokens))
@@ -173,30 +182,29 @@ def gpus_per_instance(instance_type: str, override: int | None) -> int:
                      f"pass --gpus-per-instance N")
 
 
-def choose_distribution(instance_type: str, count: int, gpus: int) -> tuple[dict | None, str]:
-    """(the estimator's distribution argument, why)."""
+def choose_distribution(instance_type: str, count: int, gpus: int) -> tuple[bool, str]:
+    """(whether torchrun starts the ranks, why)."""
     if count < 1:
         raise SystemExit("launch.py: --instance-count must be at least 1")
     total = count * gpus
     if total > 1:
-        return ({"torch_distributed": {"enabled": True}},
+        return (True,
                 f"{count} x {gpus} GPUs: torchrun starts {gpus} rank(s) per instance, "
                 f"{total} in all, trained with DistributedDataParallel (nccl)")
     if gpus == 1:
-        return None, "one GPU: train.py runs as one plain process"
+        return False, "one GPU: train.py runs as one plain process"
     if count == 1:
-        return None, ("one CPU instance: train.py runs as one plain process; its DataLoader "
+        return False, ("one CPU instance: train.py runs as one plain process; its DataLoader "
                       "workers use the cores")
     raise SystemExit(
-        f"launch.py: {count} CPU instances ({instance_type}) are not supported: the SageMaker "
-        f"SDK accepts torch_distributed only on GPU and Trainium instances, and without a "
-        f"launcher each instance would run its own full copy of the job. Use one CPU instance, "
-        f"or GPU instances.")
+        f"launch.py: {count} CPU instances ({instance_type}) are not supported: ranks are "
+        f"started by torchrun one per GPU, so without GPUs each instance would run its own "
+        f"full copy of the job on the whole data set. Use one CPU instance, or GPU instances.")
 
 
 def package_files() -> list[Path]:
     """custom_op's sources, relative to the package: .py, .cpp, .h; no build products."""
-    skipped_dirs = {"_build", "__pycache__", "build"}
+    skipped_dirs = {"_build", "_prebuilt", "__pycache__", "build"}
     files = []
     for path in sorted(PACKAGE.rglob("*")):
         relative = path.relative_to(PACKAGE)
@@ -208,18 +216,27 @@ def package_files() -> list[Path]:
     return files
 
 
-def stage_source_dir(target: str | None) -> Path:
-    """Assembles the job's source_dir; returns its path."""
-    if target is None:
-        root = Path(tempfile.mkdtemp(prefix="custom_op-sagemaker-source-"))
-    else:
-        root = Path(target).expanduser().resolve()
-        if root.exists() and any(root.iterdir()):
-            if not {p.name for p in root.iterdir()} <= STAGED_NAMES:
-                raise SystemExit(f"launch.py: --source-dir {root} holds files launch.py did not "
-                                 f"put there; give a new or empty folder")
-            shutil.rmtree(root)
-        root.mkdir(parents=True, exist_ok=True)
+def staged_source_dir(target: str | None) -> contextlib.AbstractContextManager[Path]:
+    """The job's source_dir, assembled: kept if named, else temporary (removed on exit)."""
+    if target is not None:
+        return contextlib.nullcontext(stage_source_dir(Path(target).expanduser().resolve()))
+    return _temporary_source_dir()
+
+
+@contextlib.contextmanager
+def _temporary_source_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="custom_op-sagemaker-source-") as folder:
+        yield stage_source_dir(Path(folder))
+
+
+def stage_source_dir(root: Path) -> Path:
+    """Copies train.py, requirements.txt and custom_op's sources into ``root``; returns it."""
+    if root.exists() and any(root.iterdir()):
+        if not {p.name for p in root.iterdir()} <= STAGED_NAMES:
+            raise SystemExit(f"launch.py: --source-dir {root} holds files launch.py did not "
+                             f"put there; give a new or empty folder")
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
     for name in ("train.py", "requirements.txt"):
         shutil.copy2(HERE / name, root / name)
     for relative in package_files():
@@ -233,17 +250,35 @@ def listed_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
-def import_sdk():
-    """(the sagemaker module, its PyTorch estimator class), or exits saying what to install."""
-    try:
-        import sagemaker
-        from sagemaker.pytorch import PyTorch
-    except ImportError as error:
-        # SDK v3 dropped the Estimator classes, so it fails here too.
-        raise SystemExit(f"launch.py: the SageMaker Python SDK v2 is needed to start a job "
-                         f"({error}). Install it with: pip install '{SDK_REQUIREMENT}' (or "
-                         f"pip install '.[sagemaker]'). --dry-run works without it.")
-    return sagemaker, PyTorch
+def plan_job(args: argparse.Namespace, hyperparameters: dict, environment: dict,
+             torchrun: bool, source_dir: Path, default_image: tuple[str, str]) -> dict:
+    """The job, independent of the SDK version: what --dry-run prints and sdk_jobs builds.
+
+    ``default_image`` is the SDK's (framework version, Python version), used
+    where --framework-version or --py-version is not given.
+    """
+    if args.image_uri:
+        image = {"uri": args.image_uri}
+    else:
+        image = {"framework": "pytorch", "version": args.framework_version or default_image[0],
+                 "py_version": args.py_version or default_image[1], "image_scope": "training"}
+    return {
+        "source_dir": str(source_dir),
+        "entry_script": "train.py",
+        "requirements": "requirements.txt",
+        "image": image,
+        "role": args.role,
+        "instance_type": args.instance_type,
+        "instance_count": args.instance_count,
+        "volume_size_in_gb": args.volume_size,
+        "max_runtime_in_seconds": args.max_run,
+        "torchrun": torchrun,
+        "hyperparameters": hyperparameters,
+        "environment": environment,
+        "base_job_name": args.base_job_name,
+        "output_path": args.output_path,
+        "inputs": {"train": args.train_s3},
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -251,61 +286,36 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(own)
     hyperparameters = hyperparameters_from(hyperparameter_tokens)
     gpus = gpus_per_instance(args.instance_type, args.gpus_per_instance)
-    distribution, reason = choose_distribution(args.instance_type, args.instance_count, gpus)
+    torchrun, reason = choose_distribution(args.instance_type, args.instance_count, gpus)
     environment = environment_from(args.env)
-    if not args.dry_run:
-        if not args.train_s3:
+    if not args.train_s3:
+        if not args.dry_run:
             raise SystemExit("launch.py: --train-s3 s3://BUCKET/PREFIX is needed (the training "
                              "images: <class>/<image>.jpg under it)")
-        sagemaker, PyTorch = import_sdk()
-    source_dir = stage_source_dir(args.source_dir)
-
-    estimator = {
-        "entry_point": "train.py",
-        "source_dir": str(source_dir),
-        "role": args.role,
-        "instance_type": args.instance_type,
-        "instance_count": args.instance_count,
-        "framework_version": args.framework_version,
-        "py_version": args.py_version,
-        "hyperparameters": hyperparameters,
-        "base_job_name": args.base_job_name,
-        "max_run": args.max_run,
-        "volume_size": args.volume_size,
-    }
-    if distribution is not None:
-        estimator["distribution"] = distribution
-    if args.output_path:
-        estimator["output_path"] = args.output_path
-    if args.image_uri:
-        estimator["image_uri"] = args.image_uri
-    if environment:
-        estimator["environment"] = environment
-    inputs = {"train": args.train_s3}
-
-    if args.dry_run:
-        print(json.dumps({
-            "estimator": estimator,
-            "fit": {"inputs": inputs, "wait": args.wait},
-            "gpus_per_instance": gpus,
-            "ranks": args.instance_count * max(gpus, 1) if distribution else 1,
-            "distribution_reason": reason,
-            "source_dir_files": listed_files(source_dir),
-        }, indent=2))
-        return
-
-    if not estimator["role"]:
-        try:
-            estimator["role"] = sagemaker.get_execution_role()
-        except Exception as error:  # the SDK raises ValueError or botocore errors
-            raise SystemExit(f"launch.py: no IAM role: pass --role ARN or set SAGEMAKER_ROLE "
-                             f"({error})")
-    print(f"launch.py: {reason}", flush=True)
-    job = PyTorch(**estimator)
-    job.fit(inputs, wait=args.wait)
-    print(f"launch.py: training job {job.latest_training_job.name}; model artefacts: "
-          f"{job.model_data if args.wait else '(when the job ends) under the output path'}",
-          flush=True)
+        print("launch.py: warning: no --train-s3 (or $CUSTOM_OP_TRAIN_S3): the job has no "
+              "'train' channel, and a real launch stops here", file=sys.stderr)
+    sdk_jobs = load_sibling("sdk_jobs")  # It imports the SDK only to build a job.
+    sdk = sdk_jobs.ModelTrainerJob if args.dry_run else sdk_jobs.installed_sdk()
+    with staged_source_dir(args.source_dir) as source_dir:
+        plan = plan_job(args, hyperparameters, environment, torchrun, source_dir,
+                        sdk.DEFAULT_IMAGE)
+        if args.dry_run:
+            print(json.dumps({
+                "job": plan,
+                "wait": args.wait,
+                "gpus_per_instance": gpus,
+                "ranks": args.instance_count * max(gpus, 1) if torchrun else 1,
+                "distribution_reason": reason,
+                "source_dir_kept": args.source_dir is not None,
+                "source_dir_files": listed_files(source_dir),
+            }, indent=2))
+            return
+        job = sdk(plan)
+        if args.no_submit:
+            print(job.describe())
+            return
+        print(f"launch.py: {reason}", flush=True)
+        print(f"launch.py: {job.submit(wait=args.wait)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,15 @@
 # distribution={"torch_distributed": {"enabled": True}} runs it: torchrun starts
 # NPROC ranks, the SM_* variables point at local folders laid out like
 # /opt/ml, and custom_op's build folder starts empty, so the JIT build happens
-# inside the job, as in a fresh training container.
+# on first use inside the job, as in a fresh training container.
 #
 #   sagemaker/run_local.sh [train.py hyperparameters ...]     (or: make sagemaker-local)
 #
 # Arguments go to train.py after the defaults below, so they override them
 # (e.g. --max-steps 0 --epochs 3). Environment:
 #   PY          the Python to use (default .venv/bin/python, else python3)
-#   WORK_DIR    where to put the job's folders (default: a new temporary folder)
+#   WORK_DIR    where to put the job's folders, kept afterwards (default: a new
+#               temporary folder, removed when the script ends)
 #   NPROC       ranks (default 2); NUM_IMAGES (default 64), IMAGE_HEIGHT x IMAGE_WIDTH
 #               of the generated JPEGs (default 180 x 240)
 #   DATA_FORMAT folder (default: an ImageFolder tree) or webdataset (tar shards of
@@ -36,7 +37,12 @@ case "$DATA_FORMAT" in
               TRAIN_ARGS=(--data-format webdataset) ;;
   *) echo "run_local.sh: DATA_FORMAT must be folder or webdataset, not '$DATA_FORMAT'" >&2; exit 2 ;;
 esac
-WORK_DIR="${WORK_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/custom_op-sagemaker-local.XXXXXX")}"
+KEPT="kept"
+if [ -z "${WORK_DIR:-}" ]; then
+  WORK_DIR="$(mktemp -d "${TMPDIR:-/tmp}/custom_op-sagemaker-local.XXXXXX")"
+  trap 'rm -rf "$WORK_DIR"' EXIT
+  KEPT="removed now (set WORK_DIR to keep them)"
+fi
 mkdir -p "$WORK_DIR"
 WORK_DIR="$(cd "$WORK_DIR" && pwd)"
 
@@ -67,4 +73,4 @@ started=$(date +%s)
   --epochs 2 --max-steps 8 --batch-size 8 --crop-size 128 --num-workers 1 --log-interval 2 \
   ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"} "$@"
 echo "run_local.sh: the job took $(( $(date +%s) - started )) s; model: $SM_MODEL_DIR/model.pth," \
-  "metrics: $SM_OUTPUT_DATA_DIR/metrics.json"
+  "metrics: $SM_OUTPUT_DATA_DIR/metrics.json: $KEPT"

@@ -2,10 +2,10 @@
 #
 # make sagemaker-local      - run sagemaker/train.py with torchrun, 2 ranks on this
 #                             machine, laid out as in a SageMaker job, with an empty
-#                             custom_op build folder (the JIT build happens in the job)
+#                             custom_op build folder (the build happens in the job)
 # make sagemaker-local-shards - the same job reading WebDataset tar shards
 #                             (train.py --data-format webdataset)
-# make sagemaker-dry-run    - print launch.py's estimator configuration and source_dir
+# make sagemaker-dry-run    - print the job launch.py would start and its source_dir
 #                             files (no SDK, no AWS)
 # SAGEMAKER_LOCAL_ARGS      - extra train.py hyperparameters, e.g. "--max-steps 0 --epochs 3"
 # SAGEMAKER_LAUNCH_ARGS     - launch.py options, e.g. "--instance-type ml.g5.12xlarge"

@@ -151,10 +151,16 @@ def fake_sdk(tmp_path: Path, body: str) -> Path:
     return root
 
 
-def dry_run(tmp_path: Path, *arguments: str) -> tuple[int, str]:
+def dry_run_process(tmp_path: Path, *arguments: str, **env: str) -> subprocess.CompletedProcess:
     guard = fake_sdk(tmp_path, "raise RuntimeError('launch.py --dry-run imported the SDK')")
-    return run([sys.executable, SAGEMAKER / "launch.py", "--dry-run", *arguments], cwd=tmp_path,
-               env=clean_env(PYTHONPATH=str(guard)), timeout=60)
+    return subprocess.run([sys.executable, str(SAGEMAKER / "launch.py"), "--dry-run", *arguments],
+                          cwd=tmp_path, env=clean_env(PYTHONPATH=str(guard), **env), timeout=60,
+                          capture_output=True, text=True)
+
+
+def dry_run(tmp_path: Path, *arguments: str) -> tuple[int, str]:
+    done = dry_run_process(tmp_path, *arguments)
+    return done.returncode, done.stdout + done.stderr
 
 
 def test_plain_run_with_defaults_from_staged_source_dir(tmp_path):
@@ -219,13 +225,13 @@ def test_empty_channel_folder(tmp_path, layout):
 
 
 # --------------------------------------------------------------------------
-# launch.py --dry-run: the estimator's configuration, without the SDK or AWS.
+# launch.py --dry-run: the job, without the SDK or AWS.
 # --------------------------------------------------------------------------
 
 def dry_run_config(tmp_path: Path, *arguments: str) -> dict:
-    code, output = dry_run(tmp_path, "--source-dir", str(tmp_path / "stage"), *arguments)
-    assert code == 0, output
-    return json.loads(output)
+    done = dry_run_process(tmp_path, "--source-dir", str(tmp_path / "stage"), *arguments)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
 
 
 def test_dry_run_stages_custom_op_sources(tmp_path):
@@ -234,56 +240,80 @@ def test_dry_run_stages_custom_op_sources(tmp_path):
     for name in ("train.py", "requirements.txt", "custom_op/__init__.py", "custom_op/setup.py",
                  "custom_op/decode_and_crop_jpeg.cpp", "custom_op/csrc/jpeg_decoder.h"):
         assert name in files, files
-    assert not [f for f in files if "_build/" in f or "__pycache__" in f or f.endswith(".so")]
+    assert not [f for f in files if "_build/" in f or "_prebuilt/" in f or "__pycache__" in f
+                or f.endswith(".so")]
     assert sorted(str(p.relative_to(tmp_path / "stage")) for p in (tmp_path / "stage").rglob("*")
                   if p.is_file()) == files
-    estimator = config["estimator"]
-    assert estimator["entry_point"] == "train.py"
-    assert estimator["source_dir"] == str((tmp_path / "stage").resolve())
-    assert estimator["framework_version"] and estimator["py_version"].startswith("py3")
+    job = config["job"]
+    assert job["entry_script"] == "train.py" and job["requirements"] == "requirements.txt"
+    assert job["source_dir"] == str((tmp_path / "stage").resolve())
+    assert config["source_dir_kept"] is True
+    assert job["image"]["framework"] == "pytorch" and job["image"]["py_version"].startswith("py3")
     # A second run replaces its own staging folder.
     assert dry_run_config(tmp_path)["source_dir_files"] == files
 
 
-def test_dry_run_multi_gpu_uses_torch_distributed(tmp_path):
+def test_dry_run_leaves_no_temporary_folder(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    done = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train",
+                           TMPDIR=str(scratch))
+    assert done.returncode == 0, done.stderr
+    config = json.loads(done.stdout)
+    assert config["source_dir_kept"] is False
+    assert config["job"]["source_dir"].startswith(str(scratch))
+    assert "custom_op/__init__.py" in config["source_dir_files"]
+    assert list(scratch.iterdir()) == []
+
+
+def test_dry_run_warns_without_train_channel(tmp_path):
+    done = dry_run_process(tmp_path)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["job"]["inputs"] == {"train": None}
+    assert "warning: no --train-s3" in done.stderr and "'train' channel" in done.stderr
+    with_channel = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train")
+    assert with_channel.returncode == 0 and "warning" not in with_channel.stderr
+
+
+def test_dry_run_multi_gpu_uses_torchrun(tmp_path):
     config = dry_run_config(tmp_path, "--instance-type", "ml.g5.12xlarge", "--instance-count",
                             "2", "--train-s3", "s3://example-bucket/train",
                             "--", "--epochs", "3", "--batch-size", "64", "--lr", "0.05",
                             "--max-steps", "0", "--crop-size", "256")
-    estimator = config["estimator"]
-    assert estimator["distribution"] == {"torch_distributed": {"enabled": True}}
-    assert estimator["instance_type"] == "ml.g5.12xlarge" and estimator["instance_count"] == 2
+    job = config["job"]
+    assert job["torchrun"] is True
+    assert job["instance_type"] == "ml.g5.12xlarge" and job["instance_count"] == 2
     assert config["gpus_per_instance"] == 4 and config["ranks"] == 8
-    assert estimator["hyperparameters"] == {"epochs": 3, "batch-size": 64, "lr": 0.05,
-                                            "max-steps": 0, "crop-size": 256}
-    assert config["fit"]["inputs"] == {"train": "s3://example-bucket/train"}
-    assert "image_uri" not in estimator and "environment" not in estimator
+    assert job["hyperparameters"] == {"epochs": 3, "batch-size": 64, "lr": 0.05,
+                                      "max-steps": 0, "crop-size": 256}
+    assert job["inputs"] == {"train": "s3://example-bucket/train"}
+    assert "uri" not in job["image"] and job["environment"] == {}
 
 
 def test_dry_run_custom_image_and_environment(tmp_path):
-    estimator = dry_run_config(tmp_path, "--image-uri", "example.com/custom_op:1", "--env",
-                               "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build")["estimator"]
-    assert estimator["image_uri"] == "example.com/custom_op:1"
-    assert estimator["environment"] == {"CUSTOM_OP_BUILD_DIR": "/opt/custom_op_build"}
+    job = dry_run_config(tmp_path, "--image-uri", "example.com/custom_op:1", "--env",
+                         "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build")["job"]
+    assert job["image"] == {"uri": "example.com/custom_op:1"}
+    assert job["environment"] == {"CUSTOM_OP_BUILD_DIR": "/opt/custom_op_build"}
 
 
 def test_dry_run_multi_gpu_single_instance(tmp_path):
     config = dry_run_config(tmp_path, "--instance-type", "ml.p4d.24xlarge")
-    assert config["estimator"]["distribution"] == {"torch_distributed": {"enabled": True}}
+    assert config["job"]["torchrun"] is True
     assert config["ranks"] == 8
 
 
 @pytest.mark.parametrize("instance_type", ["ml.c5.2xlarge", "ml.p3.2xlarge"])
 def test_dry_run_single_process_has_no_distribution(tmp_path, instance_type):
     config = dry_run_config(tmp_path, "--instance-type", instance_type, "--instance-count", "1")
-    assert "distribution" not in config["estimator"]
+    assert config["job"]["torchrun"] is False
     assert config["ranks"] == 1
     assert config["gpus_per_instance"] == (0 if ".c5." in instance_type else 1)
 
 
 def test_dry_run_refuses_several_cpu_instances(tmp_path):
     code, output = dry_run(tmp_path, "--instance-type", "ml.c5.4xlarge", "--instance-count", "2")
-    assert code != 0 and "torch_distributed" in output and "Traceback" not in output
+    assert code != 0 and "torchrun" in output and "Traceback" not in output
 
 
 def test_dry_run_checks_hyperparameters(tmp_path):
@@ -302,5 +332,134 @@ def test_launch_without_sdk_says_what_to_install(tmp_path):
                         "--source-dir", tmp_path / "stage"], cwd=tmp_path,
                        env=clean_env(PYTHONPATH=str(missing)), timeout=60)
     assert code != 0
-    assert "pip install 'sagemaker>=2.200,<3'" in output and "--dry-run" in output
+    assert "pip install 'sagemaker>=3'" in output and "--dry-run" in output
     assert "Traceback" not in output
+    assert not (tmp_path / "stage").exists(), "staged before finding that the SDK is missing"
+
+
+# --------------------------------------------------------------------------
+# run_local.sh's own work folder.
+# --------------------------------------------------------------------------
+
+def test_run_local_removes_its_temporary_work_folder(tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    # The job stops at train.py's argument check: the folder must go on failure too.
+    code, output = run(["bash", SAGEMAKER / "run_local.sh", "--epochs", "0"], cwd=REPO,
+                       env=clean_env(PY=sys.executable, TMPDIR=str(scratch), NUM_IMAGES="2",
+                                     IMAGE_HEIGHT="32", IMAGE_WIDTH="32"), timeout=300)
+    assert code != 0 and "--epochs must be at least 1" in output, output[-3000:]
+    assert f"work folder {scratch}" in output
+    # (torchrun leaves a torchelastic_* folder of its own there.)
+    assert not list(scratch.glob("custom_op-sagemaker-*"))
+
+
+# --------------------------------------------------------------------------
+# The job object built by the real SDK, v3 and v2 (each installed in a
+# throwaway venv kept under .venv/), with the network refused: nothing is
+# submitted.
+# --------------------------------------------------------------------------
+
+#: Runs launch.py with every socket connection refused.
+NETWORK_OFF = """\
+import runpy, socket, sys
+def refuse(*args, **kwargs):
+    raise OSError("the network is off in this test")
+socket.socket.connect = refuse
+socket.create_connection = refuse
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def sdk_venv(requirement: str, name: str) -> Path:
+    """The python of REPO/.venv/<name>, a venv holding ``requirement``, made once."""
+    import filelock
+
+    root = REPO / ".venv" / name
+    python = root / "bin" / "python"
+    stamp = root / f".installed-{requirement}"
+    root.parent.mkdir(exist_ok=True)
+    with filelock.FileLock(str(root) + ".lock"):
+        if not stamp.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True,
+                           timeout=300)
+            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
+                                   "--disable-pip-version-check", requirement],
+                                  capture_output=True, text=True, timeout=1500)
+            assert done.returncode == 0, done.stdout + done.stderr
+            stamp.touch()
+    return python
+
+
+@pytest.fixture(scope="module")
+def sdk_v3_python() -> Path:
+    return sdk_venv("sagemaker==3.27.0", "sagemaker-sdk-v3")
+
+
+@pytest.fixture(scope="module")
+def sdk_v2_python() -> Path:
+    return sdk_venv("sagemaker==2.257.7", "sagemaker-sdk-v2")
+
+
+def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[dict, str]:
+    """(launch.py --no-submit's JSON, its stderr)."""
+    guard = tmp_path / "network_off.py"
+    guard.write_text(NETWORK_OFF)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = clean_env(AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID="testing",
+                    AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true",
+                    AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
+                    SAGEMAKER_VALIDATE_ROLE="false", TMPDIR=str(scratch))
+    done = subprocess.run([str(sdk_python), str(guard), str(SAGEMAKER / "launch.py"),
+                           "--no-submit", "--role", "arn:aws:iam::111122223333:role/Example",
+                           "--output-path", "s3://example-bucket/out", *arguments],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(scratch.iterdir()) == [], "the temporary source_dir was left behind"
+    return json.loads(done.stdout), done.stderr
+
+
+def test_sdk_v3_builds_the_torchrun_job(sdk_v3_python, tmp_path):
+    job, _ = build_with_sdk(sdk_v3_python, tmp_path, "--train-s3", "s3://example-bucket/train",
+                         "--instance-type", "ml.g5.12xlarge", "--instance-count", "2", "--env",
+                         "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build", "--", "--epochs", "3")
+    assert job["sdk"] == "sagemaker 3.27.0: ModelTrainer"
+    assert job["training_image"].endswith(
+        ".dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313")
+    assert job["distributed"] == "Torchrun"
+    assert job["compute"] == {"instance_type": "ml.g5.12xlarge", "instance_count": 2,
+                              "volume_size_in_gb": 30}
+    assert job["source_code"]["entry_script"] == "train.py"
+    assert job["source_code"]["requirements"] == "requirements.txt"
+    assert job["hyperparameters"] == {"epochs": 3}
+    assert job["environment"] == {"CUSTOM_OP_BUILD_DIR": "/opt/custom_op_build"}
+    assert job["input_data_config"] == [{"channel_name": "train",
+                                         "data_source": "s3://example-bucket/train"}]
+    assert job["role"] == "arn:aws:iam::111122223333:role/Example"
+    assert job["output_path"] == "s3://example-bucket/out"
+    assert job["max_runtime_in_seconds"] == 14400
+
+
+def test_sdk_v3_builds_a_single_process_job_on_a_custom_image(sdk_v3_python, tmp_path):
+    job, _ = build_with_sdk(sdk_v3_python, tmp_path, "--train-s3", "s3://example-bucket/train",
+                         "--instance-type", "ml.g5.xlarge", "--image-uri",
+                         "111122223333.dkr.ecr.us-east-1.amazonaws.com/custom-op:1")
+    assert "distributed" not in job
+    assert job["training_image"] == "111122223333.dkr.ecr.us-east-1.amazonaws.com/custom-op:1"
+
+
+def test_sdk_v2_builds_the_same_torchrun_job(sdk_v2_python, tmp_path):
+    job, stderr = build_with_sdk(sdk_v2_python, tmp_path, "--train-s3",
+                                 "s3://example-bucket/train", "--instance-type", "ml.g5.12xlarge",
+                                 "--instance-count", "2", "--", "--epochs", "3")
+    assert job["sdk"] == "sagemaker 2.257.7: PyTorch"
+    assert job["training_image"].endswith(
+        ".dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.8.0-gpu-py312")
+    assert job["distribution"] == {"torch_distributed": {"enabled": True}}
+    assert job["instance_type"] == "ml.g5.12xlarge" and job["instance_count"] == 2
+    assert job["entry_point"] == "train.py" and job["hyperparameters"] == {"epochs": 3}
+    assert job["inputs"] == {"train": "s3://example-bucket/train"}
+    # One line from launch.py instead of the SDK's deprecation warnings, twice over.
+    assert stderr.count("SDK v2") == 1 and "SageMakerV2DeprecationWarning" not in stderr

@@ -1,0 +1,143 @@
+"""Finding and loading custom_op's native extension, on first use.
+
+``import custom_op`` loads nothing native: :data:`native` stands in for the
+module ``custom_op._C`` and loads it on the first attribute access, that is,
+on the first call that decodes. Pure-Python parts (datasets, transforms'
+construction) therefore import without a compiler or a build.
+
+Where builds are looked for, by build key (see _build_config.build_key),
+first match wins:
+
+1. ``custom_op/_prebuilt/<key>/`` inside the package: what ``pip install``
+   built (read-only; ``pip uninstall`` removes it with the package);
+2. the build folder, :func:`build_root`: ``$CUSTOM_OP_BUILD_DIR`` if set
+   (``python -m custom_op.build --into DIR`` fills one); else, in a source
+   checkout whose package folder is writable, ``custom_op/_build/``; else the
+   per-user cache ``$XDG_CACHE_HOME/custom_op`` (default ``~/.cache/custom_op``).
+   An installed package never builds inside site-packages.
+
+With no build for the key, the extension is built into the build folder
+(custom_op/_build.py). Finding and loading a build starts no process.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import os
+import site
+import sys
+import sysconfig
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from . import _build_config
+
+MODULE_NAME = "custom_op._C"
+#: Where ``pip install`` puts the module it builds, inside the package.
+PREBUILT_DIR = _build_config.PACKAGE_DIR / "_prebuilt"
+
+
+def current_build_key() -> str:
+    """The build key of this environment: sources, torch and Python ABI, libjpeg prefix."""
+    return _build_config.build_key(torch.__version__, torch.version.git_version or "",
+                                   bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+
+
+def is_installed_package() -> bool:
+    """True when the package lies in a site-packages folder (pip install, not a checkout)."""
+    parent = _build_config.PACKAGE_DIR.parent
+    candidates = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    candidates.update(getattr(site, "getsitepackages", lambda: [])())
+    if site.ENABLE_USER_SITE:
+        candidates.add(site.getusersitepackages())
+    return any(parent == Path(folder).resolve() for folder in candidates)
+
+
+def build_root() -> Path:
+    """The folder that JIT builds go to: see the module docstring."""
+    override = os.environ.get("CUSTOM_OP_BUILD_DIR")
+    if override:
+        return Path(override).expanduser()
+    package_dir = _build_config.PACKAGE_DIR
+    if not is_installed_package() and os.access(package_dir, os.W_OK):
+        return package_dir / "_build"
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "custom_op"
+
+
+def find_build(key: str, roots: list[Path] | None = None) -> Path | None:
+    """The first existing build for ``key`` (see the module docstring), or None."""
+    for root in roots if roots is not None else [PREBUILT_DIR, build_root()]:
+        path = _build_config.module_path(root, key)
+        if path.exists():
+            return path
+    return None
+
+
+_load_lock = threading.Lock()
+
+
+def load_extension() -> ModuleType:
+    """Returns custom_op._C, finding or building it once per build key.
+
+    Raises:
+        ImportError: the build failed (now or, remembered, before); the message
+            says what is missing and where the build log is.
+    """
+    with _load_lock:  # Two threads' first calls must not load (or build) twice.
+        loaded = sys.modules.get(MODULE_NAME)
+        if loaded is not None:
+            return loaded
+        key = current_build_key()
+        path = find_build(key)
+        if path is None:
+            from . import _build  # Only a cold start builds; a warm one skips its imports.
+
+            path = _build.build(build_root(), key)
+        return load_module(path, key)
+
+
+def load_module(path: Path, key: str) -> ModuleType:
+    """Loads the module at ``path`` as custom_op._C, checking its build key.
+
+    Raises:
+        ImportError: the module was built for another key.
+    """
+    loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    if getattr(module, "build_key", None) != key:
+        raise ImportError(f"custom_op: {path} was built for key "
+                          f"{getattr(module, 'build_key', None)!r}, expected {key!r} (this is a "
+                          "bug in custom_op)")
+    sys.modules[MODULE_NAME] = module
+    return module
+
+
+class _LazyExtension:
+    """Stands in for custom_op._C; the first attribute access loads it.
+
+    After loading, the module's attributes are copied onto this object, so
+    later calls cost an ordinary attribute lookup.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # copy, pickle and inspect probe these: do not load for them
+            raise AttributeError(name)
+        module = load_extension()
+        self.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+        return getattr(module, name)
+
+    def __repr__(self) -> str:
+        state = "loaded" if MODULE_NAME in sys.modules else "not loaded yet"
+        return f"<custom_op native extension ({state})>"
+
+
+#: custom_op._C, loaded on first use.
+native = _LazyExtension()

@@ -1,0 +1,91 @@
+"""``pip install``: the custom_op package with its native extension built for this environment.
+
+The extension is compiled against the torch that is already installed, so
+install with ``pip install --no-build-isolation .`` (an isolated build
+environment would download a different, multi-GB torch). It goes into the
+package as ``custom_op/_prebuilt/<build key>/``, where the loader finds it,
+and ``pip uninstall`` removes it with the rest.
+
+If the compiler, Python.h or libjpeg-turbo's headers are missing, the install
+fails and says what to install: better at install time than inside a
+training job that is already billing. ``CUSTOM_OP_SKIP_BUILD=1`` installs the
+Python code alone, for images that bring their build another way
+(``python -m custom_op.build --into DIR`` and ``CUSTOM_OP_BUILD_DIR``); the
+first decoding call then builds, or finds that build. Editable installs
+(``pip install -e .``) build nothing either: a checkout's sources change, so
+it builds just in time into ``custom_op/_build/``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+PACKAGE = Path(__file__).resolve().parent / "custom_op"
+SKIP_VARIABLE = "CUSTOM_OP_SKIP_BUILD"
+
+
+def _load_by_path(name: str):
+    # By path: importing the custom_op package here would need its dependencies.
+    spec = importlib.util.spec_from_file_location(f"custom_op_setup_{name}",
+                                                  PACKAGE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fail(reason: str) -> None:
+    sys.exit(f"custom_op: {reason}\n(To install without the native extension and build it "
+             f"later, set {SKIP_VARIABLE}=1; see docs/install.md.)")
+
+
+def _native_build() -> dict:
+    """setup() arguments that build the extension, or none when skipped."""
+    if os.environ.get(SKIP_VARIABLE) == "1":
+        print(f"custom_op: {SKIP_VARIABLE}=1: installing without the native extension",
+              file=sys.stderr)
+        return {}
+    try:
+        import torch
+        from torch.utils.cpp_extension import BuildExtension, CppExtension
+    except ImportError as error:
+        _fail(f"the native extension is built against the installed torch, which this build "
+              f"cannot import ({error}). Install torch first, then run "
+              "pip install --no-build-isolation .")
+    config = _load_by_path("_build_config")
+    diagnosis = _load_by_path("_build_diagnosis")
+    key = config.build_key(torch.__version__, torch.version.git_version or "",
+                           bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    name = f"custom_op._prebuilt.{key}._C"
+
+    class BuildExtensionUnlessEditable(BuildExtension.with_options(use_ninja=False)):
+        def run(self) -> None:
+            if self.editable_mode:
+                print("custom_op: editable install: the extension is built on first use",
+                      file=sys.stderr)
+                return
+            try:
+                arguments = config.extension_arguments(key, "custom_op/")
+            except config.JpegPrefixError as error:
+                _fail(str(error))
+            missing = diagnosis.missing_requirements(arguments["include_dirs"])
+            if missing:
+                _fail(f"cannot build the native extension. {missing}")
+            extension = self.extensions[0]
+            for field, values in arguments.items():
+                if field != "sources":
+                    getattr(extension, field).extend(values)
+            super().run()
+
+    # run() adds libjpeg-turbo's folders and our flags, so that library
+    # discovery (which runs pkg-config) and its errors happen only when
+    # something is built, not when pip asks for metadata.
+    extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES])
+    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
+
+
+setup(**_native_build())
