@@ -78,7 +78,7 @@ bench-photos:
 	  echo "  For real photos (Debian, Ubuntu): sudo apt-get install $(BENCH_PHOTOS_PACKAGE)"; \
 	fi
 
-# Fuzzing and sanitizers (issue 6) and the local SageMaker run (issue 5).
+# Fuzzing and sanitizers, and the local SageMaker runs.
 include fuzz/fuzz.mk
 include sagemaker/sagemaker.mk
 

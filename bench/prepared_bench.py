@@ -35,7 +35,7 @@ shards), with one worker and with two, runs interleaved: images/s and MB/s of
 JPEG input, per core. Target: shards within 10% of the folder per core.
 
 "x full" is the file's own full decode over the crop: how much of a decode
-the crop saves. Targets (issue 4): on prepared 800x533 baseline files a crop
+the crop saves. Targets: on prepared 800x533 baseline files a crop
 at least 2.8x faster than a full decode of the same file, on prepared
 2560x1600 files at least 20x, and RandomResizedCrop(224) on prepared 2560x1600
 files at least 2.5x faster than torchvision, taking the faster of
