@@ -121,8 +121,9 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
     assert changed.returncode == 0, changed.stderr
     assert changed.stderr.count(BUILD_LINE) == 1, changed.stderr
     assert len(list((tmp_path / "cache" / "custom_op").glob("*/_C*.so"))) == 1
-    assert sorted(p.name for p in package.iterdir() if p.is_dir()) == ["__pycache__", "_prebuilt",
-                                                                       "csrc"]
+    # No build folder inside site-packages: the package's own folders only.
+    assert sorted(p.name for p in package.iterdir() if p.is_dir()) == [
+        "__pycache__", "_prebuilt", "csrc", "datasets", "prepare"]
 
     removed = venv.pip("uninstall", "--yes", "custom_op", env=env, cwd=elsewhere)
     assert removed.returncode == 0, removed.stderr
