@@ -11,11 +11,16 @@
 // same way. Metadata segments (Exif, ICC profiles, comments) are copied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
-#include "jpeg_decoder.h"
+#include "jpeg_errors.h"
+#include "limits.h"
+#include "restart_seek.h"
 
 namespace custom_op {
 
@@ -123,12 +128,10 @@ class Preparer {
       : data_(data), size_(size), options_(options) {
     std::memset(&src_, 0, sizeof(src_));
     std::memset(&dst_, 0, sizeof(dst_));
-    src_.err = jpeg_std_error(&src_err_.pub);
-    dst_.err = jpeg_std_error(&dst_err_.pub);
+    // Strict: damaged data would be written back as if it were right.
+    detail::install_error_manager(reinterpret_cast<j_common_ptr>(&src_), &src_err_, /*strict=*/true);
+    detail::install_error_manager(reinterpret_cast<j_common_ptr>(&dst_), &dst_err_, /*strict=*/true);
     for (detail::ErrorManager* err : {&src_err_, &dst_err_}) {
-      err->pub.error_exit = detail::error_exit_cb;
-      err->pub.emit_message = detail::emit_message_cb;
-      err->strict = true;  // Damaged data would be written back as if it were right.
       err->strict_hint = "prepare refuses damaged data: the copy would make the damage permanent";
     }
     progress_.pub.progress_monitor = detail::progress_monitor_cb;
@@ -158,11 +161,9 @@ class Preparer {
                                                   std::to_string(src_.data_precision) +
                                                   " (only 8-bit JPEG files are prepared)"};
     }
-    const int64_t pixels = static_cast<int64_t>(src_.image_width) * src_.image_height;
-    if (pixels > options_.limits.max_pixels) {
-      return Status{StatusCode::kDecodeError,
-                    "the image has " + std::to_string(pixels) + " pixels, more than max_pixels=" +
-                        std::to_string(options_.limits.max_pixels)};
+    const Status within_limits = check_pixels(src_, options_.limits);
+    if (!within_limits.ok()) {
+      return within_limits;
     }
     info->was_progressive = src_.progressive_mode != 0;
     if (!read_coefficients_guarded()) {
@@ -270,7 +271,7 @@ class Preparer {
   int64_t restart_interval() const {
     int max_h = 1;
     int max_v = 1;
-    detail::max_sampling_factors(dst_.comp_info, dst_.num_components, &max_h, &max_v);
+    restarts::max_sampling_factors(dst_.comp_info, dst_.num_components, &max_h, &max_v);
     const restarts::ScanGeometry grid =
         restarts::mcu_grid(dst_.image_width, dst_.image_height, dst_.num_components, max_h, max_v);
     const int64_t bytes_per_mcu =

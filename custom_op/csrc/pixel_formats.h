@@ -1,0 +1,157 @@
+// Pixel formats: which samples libjpeg is asked for (RowLayout) for a file's
+// colour space and a ColorMode, and the conversions of such rows into the
+// output (CMYK to RGB or luma, RGBX rows split into CHW planes).
+//
+// It owns every per-pixel loop of the core. It must not call libjpeg's
+// decoding functions or know about windows: it sees one row at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>  // jpeglib.h needs FILE and size_t declared first.
+#include <cstring>
+
+#include <jpeglib.h>
+
+namespace custom_op {
+
+enum class ColorMode : int { kRgb = 0, kGray = 1, kUnchanged = 2 };
+
+namespace detail {
+
+// The number of channels ColorMode::kUnchanged yields for a JPEG colour
+// space, or 0 when custom_op cannot decode it.
+inline int stored_channels(J_COLOR_SPACE space) {
+  switch (space) {
+    case JCS_GRAYSCALE:
+      return 1;
+    case JCS_YCbCr:
+    case JCS_RGB:
+      return 3;
+    case JCS_CMYK:
+    case JCS_YCCK:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+inline bool is_cmyk(J_COLOR_SPACE space) {
+  return space == JCS_CMYK || space == JCS_YCCK;
+}
+
+// How libjpeg lays out the samples of one decoded row.
+enum class RowLayout {
+  kGray,  // 1 byte per pixel.
+  kRgbx,  // R, G, B and an unused byte: the fourth byte makes the split into
+          // planes a vectorised 4-byte gather, several times faster than
+          // splitting 3-byte pixels, at no cost in libjpeg's SIMD colour
+          // conversion. The samples are those of JCS_RGB, bit for bit.
+  kCmyk,  // C, M, Y, K as stored (Adobe-inverted: 255 means no ink).
+};
+
+// What libjpeg should output for a mode. CMYK and YCCK always come out as
+// CMYK: libjpeg cannot convert them to RGB or gray, so emit_row does.
+inline RowLayout row_layout(J_COLOR_SPACE stored, ColorMode mode) {
+  if (is_cmyk(stored)) {
+    return RowLayout::kCmyk;
+  }
+  if (mode == ColorMode::kGray || (mode == ColorMode::kUnchanged && stored == JCS_GRAYSCALE)) {
+    return RowLayout::kGray;
+  }
+  return RowLayout::kRgbx;
+}
+
+inline J_COLOR_SPACE libjpeg_output_space(RowLayout layout) {
+  switch (layout) {
+    case RowLayout::kGray:
+      return JCS_GRAYSCALE;
+    case RowLayout::kRgbx:
+      return JCS_EXT_RGBX;
+    case RowLayout::kCmyk:
+      return JCS_CMYK;
+  }
+  return JCS_UNKNOWN;
+}
+
+// x * y / 255, rounded to nearest, for x, y in [0, 255]: Pillow's MULDIV255,
+// so that CMYK conversions match Pillow's to the bit.
+inline uint8_t mul_div_255(int x, int y) {
+  const int product = x * y + 128;
+  return static_cast<uint8_t>((product + (product >> 8)) >> 8);
+}
+
+// ITU-R BT.601 luma with libjpeg's (and Pillow's) 16-bit fixed-point weights.
+inline uint8_t luma(int r, int g, int b) {
+  return static_cast<uint8_t>((r * 19595 + g * 38470 + b * 7471 + 32768) >> 16);
+}
+
+// CMYK as libjpeg outputs it (Adobe convention) to RGB or gray planes:
+// R = C * K / 255 etc., exactly as Pillow converts CMYK to RGB.
+inline void cmyk_row_to_planes(const JSAMPLE* src, int width, int out_channels, uint8_t* out,
+                               size_t plane_size) {
+  for (int i = 0; i < width; ++i) {
+    const JSAMPLE* p = src + 4 * i;
+    const uint8_t r = mul_div_255(p[0], p[3]);
+    const uint8_t g = mul_div_255(p[1], p[3]);
+    const uint8_t b = mul_div_255(p[2], p[3]);
+    if (out_channels == 3) {
+      out[i] = r;
+      out[plane_size + i] = g;
+      out[2 * plane_size + i] = b;
+    } else {
+      out[i] = luma(r, g, b);
+    }
+  }
+}
+
+// Splits `width` 4-byte pixels into the first `out_channels` planes.
+inline void split_4_byte_pixels(const JSAMPLE* src, int width, int out_channels, uint8_t* out,
+                                size_t plane_size) {
+  uint8_t* __restrict p0 = out;
+  uint8_t* __restrict p1 = out + plane_size;
+  uint8_t* __restrict p2 = out + 2 * plane_size;
+  if (out_channels == 4) {
+    uint8_t* __restrict p3 = out + 3 * plane_size;
+    for (int i = 0; i < width; ++i) {
+      uint32_t v;
+      std::memcpy(&v, src + 4 * i, 4);
+      p0[i] = static_cast<uint8_t>(v);
+      p1[i] = static_cast<uint8_t>(v >> 8);
+      p2[i] = static_cast<uint8_t>(v >> 16);
+      p3[i] = static_cast<uint8_t>(v >> 24);
+    }
+    return;
+  }
+  for (int i = 0; i < width; ++i) {
+    uint32_t v;
+    std::memcpy(&v, src + 4 * i, 4);
+    p0[i] = static_cast<uint8_t>(v);
+    p1[i] = static_cast<uint8_t>(v >> 8);
+    p2[i] = static_cast<uint8_t>(v >> 16);
+  }
+}
+
+// Writes one decoded row, `src` holding `width` pixels in `layout`, into row
+// `row` of the `out_channels` CHW planes at `out`.
+inline void emit_row(const JSAMPLE* src, RowLayout layout, int width, int out_channels,
+                     uint8_t* out, size_t plane_size) {
+  switch (layout) {
+    case RowLayout::kGray:
+      std::memcpy(out, src, static_cast<size_t>(width));
+      return;
+    case RowLayout::kRgbx:
+      split_4_byte_pixels(src, width, /*out_channels=*/3, out, plane_size);
+      return;
+    case RowLayout::kCmyk:
+      if (out_channels == 4) {
+        split_4_byte_pixels(src, width, out_channels, out, plane_size);
+      } else {
+        cmyk_row_to_planes(src, width, out_channels, out, plane_size);
+      }
+      return;
+  }
+}
+
+}  // namespace detail
+}  // namespace custom_op
