@@ -186,11 +186,22 @@ void check_resize(const ResizeRequest& request) {
   }
 }
 
+// A new [channels, height, width] tensor: contiguous CHW for
+// PixelOrder::kPlanar, else a view of contiguous HWC memory, which is what
+// torchvision's decode_jpeg returns and what libjpeg writes.
+at::Tensor new_output(int64_t channels, int64_t height, int64_t width, custom_op::PixelOrder order) {
+  if (order == custom_op::PixelOrder::kPlanar) {
+    return at::empty({channels, height, width}, at::kByte);
+  }
+  return at::empty({height, width, channels}, at::kByte).permute({2, 0, 1});
+}
+
 // The tensor a decode writes its [channels, height, width] result to: `into`
-// when the caller preallocated it (a slice of the batch's stacked output, so
-// that no stacking copy follows), else a new one.
-at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t height, int64_t width) {
-  return into.defined() ? into : at::empty({channels, height, width}, at::kByte);
+// when the caller preallocated it (a slice of the batch's stacked output, in
+// `order`, so that no stacking copy follows), else a new one.
+at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t height, int64_t width,
+                         custom_op::PixelOrder order) {
+  return into.defined() ? into : new_output(channels, height, width, order);
 }
 
 // Resizes the [1, C, H, W] `input` into `output` (of the requested size)
@@ -215,7 +226,7 @@ void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::
 // channel is dropped.
 custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                               custom_op::ColorMode mode, const ResizeRequest& resize,
-                              const at::Tensor& target) {
+                              custom_op::PixelOrder order, const at::Tensor& target) {
   const at::Tensor rows = at::empty({1, window.height, window.width, 4}, at::kByte);
   custom_op::Status status = decoder->decode_rgbx(window, mode, rows.data_ptr<uint8_t>());
   if (!status.ok()) {
@@ -224,12 +235,13 @@ custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::
   const at::Tensor resized = at::empty({1, resize.out_height, resize.out_width, 4}, at::kByte);
   resize_with_aten(rows.permute({0, 3, 1, 2}), resize, resized.permute({0, 3, 1, 2}));
   const uint8_t* pixels = resized.data_ptr<uint8_t>();
-  uint8_t* planes = target.data_ptr<uint8_t>();
+  uint8_t* out = target.data_ptr<uint8_t>();
   const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
+  const size_t row_step = order == custom_op::PixelOrder::kPlanar ? resize.out_width : resize.out_width * 3;
   for (int64_t row = 0; row < resize.out_height; ++row) {
-    custom_op::detail::split_4_byte_pixels(pixels + row * resize.out_width * 4,
-                                           static_cast<int>(resize.out_width), /*out_channels=*/3,
-                                           planes + row * resize.out_width, plane_size);
+    custom_op::detail::emit_row(pixels + row * resize.out_width * 4, custom_op::detail::RowLayout::kRgbx,
+                                static_cast<int>(resize.out_width), /*out_channels=*/3, order,
+                                out + row * row_step, plane_size);
   }
   return status;
 }
@@ -241,22 +253,22 @@ custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::
 // cannot take).
 custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                                      custom_op::ColorMode mode, int64_t channels,
-                                     const ResizeRequest& resize, const at::Tensor& into,
-                                     at::Tensor* out) {
+                                     const ResizeRequest& resize, custom_op::PixelOrder order,
+                                     const at::Tensor& into, at::Tensor* out) {
   // torchvision returns the input itself for an identity resize.
   const bool identity = resize.out_height == window.height && resize.out_width == window.width;
   if (!identity && decoder->has_rgbx_rows(mode)) {
-    *out = output_tensor(into, channels, resize.out_height, resize.out_width);
-    return resize_rgbx(decoder, window, mode, resize, *out);
+    *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
+    return resize_rgbx(decoder, window, mode, resize, order, *out);
   }
-  at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width)
-                             : at::empty({channels, window.height, window.width}, at::kByte);
-  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>());
+  at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
+                             : new_output(channels, window.height, window.width, order);
+  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>(), order);
   if (!status.ok() || identity) {
     *out = crop;
     return status;
   }
-  *out = output_tensor(into, channels, resize.out_height, resize.out_width);
+  *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
   resize_with_aten(crop.unsqueeze(0), resize, out->unsqueeze(0));
   return status;
 }
@@ -266,8 +278,9 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
 // caller checked its shape). Never throws, and needs no GIL, so the single
 // calls and the batch's threads all run it.
 custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
-                             custom_op::ColorMode mode, const custom_op::Window& window,
-                             const ResizeRequest* resize, const at::Tensor& into, at::Tensor* out) {
+                             custom_op::ColorMode mode, custom_op::PixelOrder order,
+                             const custom_op::Window& window, const ResizeRequest* resize,
+                             const at::Tensor& into, at::Tensor* out) {
   try {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
     custom_op::JpegInfo info;
@@ -281,30 +294,34 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     }
     const int64_t channels = custom_op::output_channels(info, mode);
     if (resize == nullptr) {
-      *out = at::empty({channels, window.height, window.width}, at::kByte);
-      return decoder.decode(window, mode, out->data_ptr<uint8_t>());
+      *out = new_output(channels, window.height, window.width, order);
+      return decoder.decode(window, mode, out->data_ptr<uint8_t>(), order);
     }
     if (into.defined() && into.size(0) != channels) {
       return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
                                "the stacked output has the wrong channel count (this is a bug in custom_op)"};
     }
     if (resize->scale_num == 8) {
-      return decode_then_resize(&decoder, window, mode, channels, *resize, into, out);
+      return decode_then_resize(&decoder, window, mode, channels, *resize, order, into, out);
     }
-    *out = output_tensor(into, channels, resize->out_height, resize->out_width);
+    *out = output_tensor(into, channels, resize->out_height, resize->out_width, order);
     return decoder.decode_resized(window, mode, resize->scale_num,
                                   static_cast<int>(resize->out_height),
                                   static_cast<int>(resize->out_width), resize->antialias,
-                                  out->data_ptr<uint8_t>());
+                                  out->data_ptr<uint8_t>(), order);
   } catch (const std::exception& e) {  // bad_alloc and the like: report, do not unwind into a thread.
     return custom_op::Status{custom_op::StatusCode::kDecodeError, e.what()};
   }
 }
 
+custom_op::PixelOrder pixel_order(bool contiguous) {
+  return contiguous ? custom_op::PixelOrder::kPlanar : custom_op::PixelOrder::kInterleaved;
+}
+
 // One image, with the GIL released while it decodes.
 at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::Window& window,
                          int64_t mode, const custom_op::DecodeOptions& options,
-                         const ResizeRequest* resize) {
+                         const ResizeRequest* resize, bool contiguous) {
   const custom_op::ColorMode color_mode = to_mode(mode);
   if (resize != nullptr) {
     check_resize(*resize);
@@ -313,7 +330,8 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
   custom_op::Status status;
   {
     py::gil_scoped_release no_gil;
-    status = decode_one(bytes, options, color_mode, window, resize, /*into=*/at::Tensor(), &out);
+    status = decode_one(bytes, options, color_mode, pixel_order(contiguous), window, resize,
+                        /*into=*/at::Tensor(), &out);
   }
   if (!status.ok()) {
     raise_status(function, status);
@@ -362,19 +380,23 @@ std::vector<BorrowedBytes> borrow_all(const py::sequence& datas) {
 }
 
 // The per-image [C, H, W] views of the batch's preallocated N x C x H x W
-// output, or undefined tensors when there is none.
+// output (contiguous, or channels_last for interleaved pixels), or undefined
+// tensors when there is none.
 std::vector<at::Tensor> slices_of(const std::optional<at::Tensor>& stacked, size_t count,
-                                  int64_t out_height, int64_t out_width) {
+                                  int64_t out_height, int64_t out_width, custom_op::PixelOrder order) {
   std::vector<at::Tensor> slices(count);
   if (!stacked.has_value()) {
     return slices;
   }
   const at::Tensor& out = *stacked;
-  const bool fits = out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous() &&
+  const at::MemoryFormat format = order == custom_op::PixelOrder::kPlanar
+                                       ? at::MemoryFormat::Contiguous
+                                       : at::MemoryFormat::ChannelsLast;
+  const bool fits = out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous(format) &&
                     out.dim() == 4 && out.size(0) == static_cast<int64_t>(count) &&
                     out.size(2) == out_height && out.size(3) == out_width;
   if (!fits || out_height < 1) {
-    throw py::value_error("out must be a contiguous uint8 N x C x size tensor (this is a bug in custom_op)");
+    throw py::value_error("out must be a uint8 N x C x size tensor in the requested memory format (this is a bug in custom_op)");
   }
   for (size_t i = 0; i < count; ++i) {
     slices[i] = out.select(0, static_cast<int64_t>(i));
@@ -389,7 +411,7 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
                                      int64_t out_width, int64_t mode, bool antialias,
                                      bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t num_threads, bool seek,
-                                     const std::optional<at::Tensor>& out) {
+                                     const std::optional<at::Tensor>& out, bool contiguous) {
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
@@ -403,14 +425,15 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
   const custom_op::ColorMode color_mode = to_mode(mode);
   const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true, seek);
   const std::vector<BorrowedBytes> inputs = borrow_all(datas);
-  const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width);
+  const custom_op::PixelOrder order = pixel_order(contiguous);
+  const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width, order);
   std::vector<at::Tensor> outputs(count);
   std::vector<custom_op::Status> statuses(count);
   {
     py::gil_scoped_release no_gil;
     run_in_parallel(count, num_threads, [&](size_t i) {
       const custom_op::Window window{boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]};
-      statuses[i] = decode_one(inputs[i].span(), options, color_mode, window,
+      statuses[i] = decode_one(inputs[i].span(), options, color_mode, order, window,
                                resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
     });
   }
@@ -434,28 +457,30 @@ void def_single_image_functions(py::module_& m) {
   m.def(
       "decode_and_crop_jpeg",
       [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges) {
+         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges, bool contiguous) {
         const BorrowedBytes bytes(data);
         return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
                              make_options(strict, max_pixels, max_scans, exact_edges, seek),
-                             /*resize=*/nullptr);
+                             /*resize=*/nullptr, contiguous);
       },
       py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
       py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true);
+      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true,
+      py::arg("contiguous") = false);
   m.def("decode_and_resized_crop_jpeg",
         [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
            int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans, bool seek) {
+           int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous) {
           const BorrowedBytes bytes(data);
           const ResizeRequest request{out_height, out_width, static_cast<int>(scale_num), antialias};
           return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                               make_options(strict, max_pixels, max_scans, true, seek), &request);
+                               make_options(strict, max_pixels, max_scans, true, seek), &request,
+                               contiguous);
         },
         py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
         py::arg("crop_width"), py::arg("out_height"), py::arg("out_width"), py::arg("scale_num"),
         py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-        py::arg("max_scans"), py::arg("seek") = true);
+        py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false);
   m.def("restart_geometry", [](const Data& data) {
     const BorrowedBytes bytes(data);
     return restart_geometry(bytes.span());
@@ -494,5 +519,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_batch", &decode_batch, py::arg("datas"), py::arg("boxes"), py::arg("scale_nums"),
         py::arg("out_height"), py::arg("out_width"), py::arg("mode"), py::arg("antialias"),
         py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("num_threads"),
-        py::arg("seek") = true, py::arg("out") = py::none());
+        py::arg("seek") = true, py::arg("out") = py::none(), py::arg("contiguous") = false);
 }

@@ -16,7 +16,8 @@
 //     the same window of the whole decode, bit for bit;
 //   - max_pixels and max_scans fail with their names in the message;
 //   - a prepared copy decodes to exactly the pixels of its original, and
-//     seeking (on by default) gives the same windows as seek=false.
+//     seeking (on by default) gives the same windows as seek=false;
+//   - HWC (interleaved) output holds the same pixels as CHW planes.
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -102,7 +103,7 @@ struct Decoded {
 // 0) into a buffer of exactly the right size, pre-filled with `fill` so that
 // unwritten bytes show up. ASan catches writes past its end.
 Decoded decode(const Bytes& file, Window window, ColorMode mode, const DecodeOptions& options,
-               uint8_t fill) {
+               uint8_t fill, custom_op::PixelOrder order = custom_op::PixelOrder::kPlanar) {
   Decoded result;
   JpegDecoder decoder(file.data(), file.size(), options);
   result.status = decoder.read_header(&result.info);
@@ -115,8 +116,20 @@ Decoded decode(const Bytes& file, Window window, ColorMode mode, const DecodeOpt
   result.pixels.assign(static_cast<size_t>(custom_op::output_channels(result.info, mode)) *
                            static_cast<size_t>(window.height * window.width),
                        fill);
-  result.status = decoder.decode(window, mode, result.pixels.data());
+  result.status = decoder.decode(window, mode, result.pixels.data(), order);
   return result;
+}
+
+// HWC pixels rearranged into CHW planes.
+Bytes to_planes(const Bytes& interleaved, int channels) {
+  Bytes out(interleaved.size());
+  const size_t pixels = interleaved.size() / static_cast<size_t>(channels);
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < channels; ++c) {
+      out[c * pixels + i] = interleaved[i * channels + c];
+    }
+  }
+  return out;
 }
 
 // The window `w` cut out of a whole decode, plane by plane.
@@ -289,6 +302,12 @@ bool check_file(const std::string& name, const Bytes& file, ColorMode mode, bool
     const Decoded ordinary = decode(file, window, mode, sequential, 0xa5);
     c.expect(!ordinary.status.ok() || crop.pixels == ordinary.pixels,
              describe(window) + " differs between seek=true and seek=false");
+    // HWC output (libjpeg writing into it directly when the region is the
+    // window) holds the same pixels as the planes.
+    const Decoded hwc = decode(file, window, mode, options, 0x3c, custom_op::PixelOrder::kInterleaved);
+    c.expect(hwc.status.ok(), describe(window) + " failed in HWC order: " + hwc.status.message);
+    c.expect(!hwc.status.ok() || to_planes(hwc.pixels, channels) == crop.pixels,
+             describe(window) + " differs between HWC and CHW order");
   }
   return c.passed();
 }

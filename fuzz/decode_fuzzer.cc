@@ -8,7 +8,8 @@
 //   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 6: prepare
 //                the file first (csrc/prepare.h), check that the prepared copy
 //                decodes to the same pixels, and decode the copy (its windows
-//                take the restart-marker seek path); bit 5: seek = false
+//                take the restart-marker seek path); bit 5: seek = false;
+//                bit 4: HWC output instead of CHW planes
 //   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
 //                bit 3: the whole image, bit 4: decode_resized() instead of
 //                decode(), bits 5-6: its DCT scale (1, 2, 4 or 8 eighths),
@@ -127,11 +128,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           static_cast<size_t>(out_height) * static_cast<size_t>(out_width);
   // Not zeroed, so that MemorySanitizer knows which bytes decode() wrote.
   std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
+  const custom_op::PixelOrder order =
+      (param[4] & 0x10) ? custom_op::PixelOrder::kInterleaved : custom_op::PixelOrder::kPlanar;
   const custom_op::Status status =
       resized ? decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
                                        out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
-                                       out.get())
-              : decoder.decode(window, mode, out.get());
+                                       out.get(), order)
+              : decoder.decode(window, mode, out.get(), order);
   if (!status.ok()) {
     return 0;
   }

@@ -111,19 +111,27 @@ inline bool decode_rows_guarded(j_decompress_ptr cinfo, ErrorManager* err, const
     jpeg_skip_scanlines(cinfo, static_cast<JDIMENSION>(window.y));
   }
   const size_t first_column = static_cast<size_t>(window.x - region_x) * src_channels;
+  // When the region is the window and the sink takes libjpeg's format,
+  // libjpeg writes into the output itself: no copy at all.
+  const bool direct = first_column == 0 && region_width == window.width &&
+                      plan->sink->row_destination(0) != nullptr;
+  JSAMPROW targets[kRowsPerBatch];
   for (int64_t done = 0; done < window.height;) {
     const JDIMENSION wanted =
         static_cast<JDIMENSION>(std::min<int64_t>(kRowsPerBatch, window.height - done));
+    for (JDIMENSION i = 0; i < wanted; ++i) {
+      targets[i] = direct ? plan->sink->row_destination(done + i) : rows[i];
+    }
     JDIMENSION got = 0;
     while (got < wanted) {
-      const JDIMENSION read = jpeg_read_scanlines(cinfo, rows + got, wanted - got);
+      const JDIMENSION read = jpeg_read_scanlines(cinfo, targets + got, wanted - got);
       if (read == 0) {
         fail_with(reinterpret_cast<j_common_ptr>(cinfo),
                   "libjpeg returned no row (this is a bug in custom_op)");
       }
       got += read;
     }
-    for (JDIMENSION i = 0; i < got; ++i) {
+    for (JDIMENSION i = 0; !direct && i < got; ++i) {
       plan->sink->consume(done + i, rows[i] + first_column);
     }
     done += got;
@@ -205,11 +213,12 @@ class JpegDecoder {
   }
 
   // Decodes `window` into `out`, which holds output_channels(info, mode)
-  // planes of window.height x window.width bytes (CHW, contiguous). Bit-exact:
-  // equal to the same window of a full decode.
-  Status decode(const Window& window, ColorMode mode, uint8_t* out) {
-    const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
-    detail::PlanesSink sink(layout, window.width, output_channels(info_, mode),
+  // channels of window.height x window.width bytes in `order` (HWC or CHW,
+  // contiguous). Bit-exact: equal to the same window of a full decode.
+  Status decode(const Window& window, ColorMode mode, uint8_t* out,
+                PixelOrder order = PixelOrder::kPlanar) {
+    const detail::RowLayout layout = detail::row_layout(info_.color_space, mode, order);
+    detail::OutputSink sink(layout, window.width, output_channels(info_, mode), order,
                             static_cast<size_t>(window.height * window.width), out);
     return decode_full_scale(window, layout, &sink);
   }
@@ -217,27 +226,30 @@ class JpegDecoder {
   // Whether decode_rgbx() serves `mode`: colour (YCbCr or RGB) files decoded
   // to RGB. Gray and CMYK files are not: libjpeg cannot emit them as RGBX.
   bool has_rgbx_rows(ColorMode mode) const {
-    return header_read_ && detail::row_layout(info_.color_space, mode) == detail::RowLayout::kRgbx;
+    return header_read_ &&
+           detail::row_layout(info_.color_space, mode, PixelOrder::kPlanar) == detail::RowLayout::kRgbx;
   }
 
   // Decodes `window` into `out` as window.height rows of window.width 4-byte
-  // pixels (HWC): R, G, B, as decode() would put them in planes, and a fourth
-  // byte of 255. Needs has_rgbx_rows(mode).
+  // pixels (HWC): R, G, B, as decode() would output them, and a fourth byte
+  // of 255. Needs has_rgbx_rows(mode).
   Status decode_rgbx(const Window& window, ColorMode mode, uint8_t* out) {
     if (!has_rgbx_rows(mode)) {
       return Status{StatusCode::kInvalidArgument,
                     "decode_rgbx needs a colour file and an RGB mode (this is a bug in custom_op)"};
     }
-    detail::InterleavedSink sink(static_cast<size_t>(window.width) * 4, out);
+    detail::OutputSink sink(detail::RowLayout::kRgbx, window.width, /*out_channels=*/4,
+                            PixelOrder::kInterleaved, /*plane_size=*/0, out);
     return decode_full_scale(window, detail::RowLayout::kRgbx, &sink);
   }
 
   // Decodes `window` (in full-size pixels) at libjpeg's scale scale_num / 8
   // (1..8), which skips most of the inverse DCT work, and resizes it to
   // out_height x out_width with the triangle filter (antialiased when
-  // shrinking) into `out` (CHW, output_channels(info, mode) planes).
+  // shrinking) into `out` (output_channels(info, mode) channels in `order`).
   Status decode_resized(const Window& window, ColorMode mode, int scale_num, int out_height,
-                        int out_width, bool antialias, uint8_t* out) {
+                        int out_width, bool antialias, uint8_t* out,
+                        PixelOrder order = PixelOrder::kPlanar) {
     if (scale_num < 1 || scale_num > 8 || out_height < 1 || out_width < 1) {
       return Status{StatusCode::kInvalidArgument,
                     "scale_num must be 1..8 and the output size positive (this is a bug in custom_op)"};
@@ -251,13 +263,15 @@ class JpegDecoder {
                                                  detail::scaled_dimension(info_.width, scale_num));
     const bool cut_done = decode_from_restarts(
         window, decoded, scale_num, [&](JpegDecoder& cut, const Window& in_cut) {
-          return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out);
+          return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out,
+                                    order);
         });
     if (cut_done) {
       return Status{};
     }
     const double scale = scale_num / 8.0;
-    const detail::RowLayout layout = detail::row_layout(info_.color_space, mode);
+    // The resampler works on 1- or 4-byte pixels; finish() writes `order`.
+    const detail::RowLayout layout = detail::row_layout(info_.color_space, mode, PixelOrder::kPlanar);
     detail::ResizeSink sink(layout, output_channels(info_, mode), decoded,
                             window.y * scale - decoded.y, window.x * scale - decoded.x,
                             window.height * scale, window.width * scale, out_height, out_width,
@@ -267,7 +281,7 @@ class JpegDecoder {
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();
     }
-    sink.finish(out);
+    sink.finish(order, out);
     return Status{};
   }
 

@@ -1,6 +1,7 @@
 // Pixel formats: which samples libjpeg is asked for (RowLayout) for a file's
-// colour space and a ColorMode, and the conversions of such rows into the
-// output (CMYK to RGB or luma, RGBX rows split into CHW planes).
+// colour space, a ColorMode and the output's PixelOrder, and the conversions
+// of such rows into the output (CMYK to RGB or luma, RGBX rows split into
+// CHW planes or packed into RGB pixels).
 //
 // It owns every per-pixel loop of the core. It must not call libjpeg's
 // decoding functions or know about windows: it sees one row at a time.
@@ -16,6 +17,13 @@
 namespace custom_op {
 
 enum class ColorMode : int { kRgb = 0, kGray = 1, kUnchanged = 2 };
+
+// How the channels of the output are laid out in memory.
+enum class PixelOrder {
+  kInterleaved,  // HWC: what torchvision's decode_jpeg returns (as a CHW view),
+                 // and what libjpeg produces, so rows are copied, not split.
+  kPlanar,       // CHW: one plane per channel.
+};
 
 namespace detail {
 
@@ -43,6 +51,7 @@ inline bool is_cmyk(J_COLOR_SPACE space) {
 // How libjpeg lays out the samples of one decoded row.
 enum class RowLayout {
   kGray,  // 1 byte per pixel.
+  kRgb,   // R, G, B: the interleaved output's own layout.
   kRgbx,  // R, G, B and an unused byte: the fourth byte makes the split into
           // planes a vectorised 4-byte gather, several times faster than
           // splitting 3-byte pixels, at no cost in libjpeg's SIMD colour
@@ -50,22 +59,45 @@ enum class RowLayout {
   kCmyk,  // C, M, Y, K as stored (Adobe-inverted: 255 means no ink).
 };
 
-// What libjpeg should output for a mode. CMYK and YCCK always come out as
-// CMYK: libjpeg cannot convert them to RGB or gray, so emit_row does.
-inline RowLayout row_layout(J_COLOR_SPACE stored, ColorMode mode) {
+inline int bytes_per_pixel(RowLayout layout) {
+  switch (layout) {
+    case RowLayout::kGray:
+      return 1;
+    case RowLayout::kRgb:
+      return 3;
+    case RowLayout::kRgbx:
+    case RowLayout::kCmyk:
+      return 4;
+  }
+  return 0;
+}
+
+// What libjpeg should output for a mode and an output order. CMYK and YCCK
+// always come out as CMYK: libjpeg cannot convert them to RGB or gray, so
+// emit_row does.
+inline RowLayout row_layout(J_COLOR_SPACE stored, ColorMode mode, PixelOrder order) {
   if (is_cmyk(stored)) {
     return RowLayout::kCmyk;
   }
   if (mode == ColorMode::kGray || (mode == ColorMode::kUnchanged && stored == JCS_GRAYSCALE)) {
     return RowLayout::kGray;
   }
-  return RowLayout::kRgbx;
+  return order == PixelOrder::kInterleaved ? RowLayout::kRgb : RowLayout::kRgbx;
+}
+
+// Whether rows in `layout` are already the output's pixels, so that libjpeg
+// may write them straight into the output.
+inline bool rows_are_output(RowLayout layout, int out_channels, PixelOrder order) {
+  return (order == PixelOrder::kInterleaved || out_channels == 1) &&
+         bytes_per_pixel(layout) == out_channels;
 }
 
 inline J_COLOR_SPACE libjpeg_output_space(RowLayout layout) {
   switch (layout) {
     case RowLayout::kGray:
       return JCS_GRAYSCALE;
+    case RowLayout::kRgb:
+      return JCS_EXT_RGB;
     case RowLayout::kRgbx:
       return JCS_EXT_RGBX;
     case RowLayout::kCmyk:
@@ -86,22 +118,41 @@ inline uint8_t luma(int r, int g, int b) {
   return static_cast<uint8_t>((r * 19595 + g * 38470 + b * 7471 + 32768) >> 16);
 }
 
-// CMYK as libjpeg outputs it (Adobe convention) to RGB or gray planes:
+// Where one row of the output goes: its first sample, the distance between
+// two pixels of a channel, and between two channels of a pixel. Planar
+// output has (1, plane size), interleaved output (channels, 1).
+struct OutputRow {
+  uint8_t* out;
+  size_t pixel_step;
+  size_t channel_step;
+};
+
+// CMYK as libjpeg outputs it (Adobe convention) to RGB or gray:
 // R = C * K / 255 etc., exactly as Pillow converts CMYK to RGB.
-inline void cmyk_row_to_planes(const JSAMPLE* src, int width, int out_channels, uint8_t* out,
-                               size_t plane_size) {
+inline void cmyk_row_to_rgb_or_gray(const JSAMPLE* src, int width, int out_channels,
+                                    const OutputRow& dst) {
   for (int i = 0; i < width; ++i) {
     const JSAMPLE* p = src + 4 * i;
     const uint8_t r = mul_div_255(p[0], p[3]);
     const uint8_t g = mul_div_255(p[1], p[3]);
     const uint8_t b = mul_div_255(p[2], p[3]);
+    uint8_t* pixel = dst.out + i * dst.pixel_step;
     if (out_channels == 3) {
-      out[i] = r;
-      out[plane_size + i] = g;
-      out[2 * plane_size + i] = b;
+      pixel[0] = r;
+      pixel[dst.channel_step] = g;
+      pixel[2 * dst.channel_step] = b;
     } else {
-      out[i] = luma(r, g, b);
+      pixel[0] = luma(r, g, b);
     }
+  }
+}
+
+// Drops the fourth byte of `width` 4-byte pixels: RGBX rows to RGB pixels.
+inline void rgbx_to_rgb(const JSAMPLE* src, int width, uint8_t* out) {
+  for (int i = 0; i < width; ++i) {
+    out[3 * i] = src[4 * i];
+    out[3 * i + 1] = src[4 * i + 1];
+    out[3 * i + 2] = src[4 * i + 2];
   }
 }
 
@@ -132,24 +183,36 @@ inline void split_4_byte_pixels(const JSAMPLE* src, int width, int out_channels,
   }
 }
 
-// Writes one decoded row, `src` holding `width` pixels in `layout`, into row
-// `row` of the `out_channels` CHW planes at `out`.
+// Writes one decoded row, `src` holding `width` pixels in `layout`, as
+// `out_channels` channels of `order` to `out`: the row's start in the
+// output, whose planes (when planar) are `plane_size` bytes apart.
 inline void emit_row(const JSAMPLE* src, RowLayout layout, int width, int out_channels,
-                     uint8_t* out, size_t plane_size) {
+                     PixelOrder order, uint8_t* out, size_t plane_size) {
+  if (rows_are_output(layout, out_channels, order)) {
+    std::memcpy(out, src, static_cast<size_t>(width) * out_channels);
+    return;
+  }
+  const bool planar = order == PixelOrder::kPlanar;
   switch (layout) {
-    case RowLayout::kGray:
-      std::memcpy(out, src, static_cast<size_t>(width));
-      return;
     case RowLayout::kRgbx:
-      split_4_byte_pixels(src, width, /*out_channels=*/3, out, plane_size);
+      if (planar) {
+        split_4_byte_pixels(src, width, /*out_channels=*/3, out, plane_size);
+      } else {
+        rgbx_to_rgb(src, width, out);
+      }
       return;
     case RowLayout::kCmyk:
       if (out_channels == 4) {
-        split_4_byte_pixels(src, width, out_channels, out, plane_size);
+        split_4_byte_pixels(src, width, out_channels, out, plane_size);  // Planar CMYK.
       } else {
-        cmyk_row_to_planes(src, width, out_channels, out, plane_size);
+        const OutputRow dst{out, planar ? size_t{1} : static_cast<size_t>(out_channels),
+                            planar ? plane_size : size_t{1}};
+        cmyk_row_to_rgb_or_gray(src, width, out_channels, dst);
       }
       return;
+    case RowLayout::kGray:
+    case RowLayout::kRgb:
+      return;  // Always copied above: these exist only for outputs in their own layout.
   }
 }
 
