@@ -17,6 +17,8 @@ MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 #: Default limits; see decode_and_crop_jpeg's docstring.
 DEFAULT_MAX_PIXELS = 1 << 28
 DEFAULT_MAX_SCANS = 256
+#: 256 MiB, defined by the native core (csrc/limits.h); docs/design.md says why.
+DEFAULT_MAX_MEMORY: int = _C.DEFAULT_MAX_MEMORY
 
 _INT32_MAX = 2**31 - 1
 
@@ -140,6 +142,7 @@ def decode_and_crop_jpeg(
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
     contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -173,6 +176,15 @@ def decode_and_crop_jpeg(
             JpegDecodeError before anything large is allocated.
         max_scans: Progressive files with more scans than this raise
             JpegDecodeError.
+        max_memory: Bytes of working memory the decode may use (libjpeg's
+            buffers and custom_op's, not the result). Progressive and
+            multi-scan files need libjpeg's whole-image coefficient buffer,
+            2 bytes per pixel and component (3 bytes per pixel for 4:2:0
+            colour); a file that needs more than this raises JpegDecodeError,
+            naming the value needed, before anything large is allocated. The
+            default, 256 MiB, decodes progressive 4:2:0 photos of up to 89
+            megapixels (4:4:4: 44) and refuses what a 16384 x 16384
+            progressive header asks for (768 MiB).
         seek: If True (the default) and the file has usable restart markers
             (files rewritten by ``python -m custom_op.prepare``, see
             :func:`prepare_jpeg`), only the entropy-coded segments that cover
@@ -197,8 +209,16 @@ def decode_and_crop_jpeg(
             crop_y).
         ValueError: an argument has a bad value (negative or zero sizes, a
             window outside the image, an unknown mode, a 2-D tensor).
-        JpegDecodeError: the data cannot be decoded; the message carries
-            libjpeg's own text.
+        JpegDecodeError: the data cannot be decoded, or exceeds a limit
+            (max_pixels, max_scans, max_memory); the message carries libjpeg's
+            own text, or names the limit and the value needed.
+        MemoryError: an allocation failed (the data may be fine).
+        RuntimeError: an internal failure (a bug in custom_op or below).
+
+    A tensor ``data`` is read with the GIL released: its storage is held for
+    the call, so another thread may ``set_()`` it or drop it meanwhile, but
+    must not ``resize_()`` it or write to it until the call returns (the
+    same contract as every PyTorch operator reading a tensor).
 
     Example:
         >>> data = torchvision.io.read_file("cat.jpg")
@@ -215,7 +235,8 @@ def decode_and_crop_jpeg(
     return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
                                    _as_limit(name, "max_pixels", max_pixels),
                                    _as_limit(name, "max_scans", max_scans), seek,
-                                   contiguous=contiguous)
+                                   contiguous=contiguous,
+                                   max_memory=_as_limit(name, "max_memory", max_memory))
 
 
 def libjpeg_version() -> str:
@@ -270,6 +291,7 @@ def decode_and_resized_crop_jpeg(
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
     contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -291,7 +313,8 @@ def decode_and_resized_crop_jpeg(
 
     Args:
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-            max_scans, seek, contiguous: as for :func:`decode_and_crop_jpeg`.
+            max_scans, max_memory, seek, contiguous: as for
+            :func:`decode_and_crop_jpeg`.
         size: the output's ``(height, width)``, or an int for a square.
         antialias: widen the filter when shrinking (torchvision's default for
             tensors since 0.17). False gives plain bilinear interpolation.
@@ -301,7 +324,8 @@ def decode_and_resized_crop_jpeg(
         memory, or contiguous CHW with ``contiguous=True`` (same pixels).
 
     Raises:
-        TypeError, ValueError, JpegDecodeError: as :func:`decode_and_crop_jpeg`.
+        TypeError, ValueError, JpegDecodeError, MemoryError, RuntimeError: as
+            :func:`decode_and_crop_jpeg`.
 
     Example:
         >>> crop = custom_op.decode_and_resized_crop_jpeg(data, 40, 60, 300, 400, 224)
@@ -317,7 +341,8 @@ def decode_and_resized_crop_jpeg(
     return _C.decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
         antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
-        _as_limit(name, "max_scans", max_scans), seek, contiguous=contiguous)
+        _as_limit(name, "max_scans", max_scans), seek, contiguous=contiguous,
+        max_memory=_as_limit(name, "max_memory", max_memory))
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:
@@ -353,6 +378,7 @@ def decode_and_crop_jpeg_batch(
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
     contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> Union[List[torch.Tensor], torch.Tensor]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
@@ -366,8 +392,9 @@ def decode_and_crop_jpeg_batch(
             list or an N x 4 integer tensor.
         size: if given (int or ``(height, width)``), every window is resized
             to it and the result is stacked.
-        mode, antialias, strict, max_pixels, max_scans, seek, contiguous: as
-            for the single calls.
+        mode, antialias, strict, max_pixels, max_scans, max_memory, seek,
+            contiguous: as for the single calls; max_memory bounds each
+            image's decode (one per thread at a time).
         num_threads: decoding threads; default ``torch.get_num_threads()``,
             which is 1 inside a DataLoader worker. At most one per image.
 
@@ -383,6 +410,7 @@ def decode_and_crop_jpeg_batch(
         JpegDecodeError: a file cannot be decoded. The batch fails as a whole;
             the message names the first failing file's index:
             ``decode_and_crop_jpeg_batch(): image 3: Premature end of JPEG file ...``.
+        MemoryError, RuntimeError: as :func:`decode_and_crop_jpeg`.
     """
     name = "decode_and_crop_jpeg_batch"
     if isinstance(datas, (bytes, bytearray, torch.Tensor)):
@@ -409,7 +437,8 @@ def decode_and_crop_jpeg_batch(
     results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
                               antialias, strict, _as_limit(name, "max_pixels", max_pixels),
                               _as_limit(name, "max_scans", max_scans), threads, seek, out,
-                              contiguous=contiguous)
+                              contiguous=contiguous,
+                              max_memory=_as_limit(name, "max_memory", max_memory))
     if out is not None:
         return out
     if size is None:

@@ -6,6 +6,7 @@
 //
 // Only the few torch headers needed are included: torch/extension.h doubles
 // the compile time that every training job pays on a cold cache.
+#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_upsample_bilinear2d_aa.h>
 #include <ATen/ops/empty.h>
@@ -39,6 +40,16 @@ class JpegDecodeError : public std::exception {
   std::string message_;
 };
 
+// An allocation that failed, with the allocator's message.
+class AllocationFailed : public std::bad_alloc {
+ public:
+  explicit AllocationFailed(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
 // The encoded bytes, borrowed from a tensor or a buffer that outlives the call.
 struct ByteSpan {
   const uint8_t* data;
@@ -63,39 +74,80 @@ ByteSpan span_of_buffer(const py::buffer_info& info) {
 }
 
 // The encoded bytes of one input, borrowed for the duration of a call: from
-// a tensor (kept referenced), or from a buffer whose view stays open while
-// this object lives.
+// a tensor's storage, or from a buffer whose view stays open while this
+// object lives.
+//
+// The decode runs with the GIL released, so another thread may call set_()
+// on the tensor meanwhile, which would free the old bytes if only the tensor
+// were held: holding the storage keeps them alive. resize_() of the same
+// tensor can still reallocate the storage's memory in place, as for every
+// ATen operator that reads a tensor on another thread; the public
+// docstrings say so.
 class BorrowedBytes {
  public:
-  explicit BorrowedBytes(const at::Tensor& data) : tensor_(data), span_(span_of_tensor(tensor_)) {}
+  explicit BorrowedBytes(const at::Tensor& data)
+      : span_(span_of_tensor(data)), storage_(data.storage()) {}
   explicit BorrowedBytes(const py::buffer& data)
       : view_(std::make_unique<py::buffer_info>(data.request())), span_(span_of_buffer(*view_)) {}
   ByteSpan span() const { return span_; }
 
  private:
-  at::Tensor tensor_;
   std::unique_ptr<py::buffer_info> view_;
   ByteSpan span_;
+  c10::Storage storage_;
 };
 
+// Bad arguments raise ValueError, bad data JpegDecodeError, a failed
+// allocation MemoryError, anything else RuntimeError (see StatusCode).
 [[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
                                const std::string& context = "") {
   const std::string message = std::string(function) + "(): " + context + status.message;
-  if (status.code == custom_op::StatusCode::kInvalidArgument) {
-    throw py::value_error(message);
+  switch (status.code) {
+    case custom_op::StatusCode::kInvalidArgument:
+      throw py::value_error(message);
+    case custom_op::StatusCode::kOutOfMemory:
+      PyErr_SetString(PyExc_MemoryError, message.c_str());
+      throw py::error_already_set();
+    case custom_op::StatusCode::kDecodeError:
+      throw JpegDecodeError(message);
+    case custom_op::StatusCode::kOk:
+    case custom_op::StatusCode::kInternalError:
+      break;
   }
-  throw JpegDecodeError(message);
+  throw std::runtime_error(message);
+}
+
+// The Status for an exception caught where none may escape (a batch thread,
+// a GIL-free section): allocation failures are kOutOfMemory, the rest
+// kInternalError. Call from a catch block.
+custom_op::Status status_of_current_exception() {
+  try {
+    throw;
+  } catch (const AllocationFailed& e) {
+    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, e.what()};
+  } catch (const std::bad_alloc& e) {
+    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, std::string("out of memory: ") + e.what()};
+  } catch (const c10::OutOfMemoryError& e) {
+    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, e.what_without_backtrace()};
+  } catch (const c10::Error& e) {
+    return custom_op::Status{custom_op::StatusCode::kInternalError, e.what_without_backtrace()};
+  } catch (const std::exception& e) {
+    return custom_op::Status{custom_op::StatusCode::kInternalError, e.what()};
+  } catch (...) {
+    return custom_op::Status{custom_op::StatusCode::kInternalError, "unknown exception"};
+  }
 }
 
 custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
-                                     bool exact_edges, bool seek) {
-  if (max_pixels < 1 || max_scans < 1) {
-    throw py::value_error("max_pixels and max_scans must be positive");
+                                     int64_t max_memory, bool exact_edges, bool seek) {
+  if (max_pixels < 1 || max_scans < 1 || max_memory < 1) {
+    throw py::value_error("max_pixels, max_scans and max_memory must be positive");
   }
   custom_op::DecodeOptions options;
   options.strict = strict;
   options.limits.max_pixels = max_pixels;
   options.limits.max_scans = max_scans;
+  options.limits.max_memory = max_memory;
   options.exact_edges = exact_edges;
   options.seek = seek;
   return options;
@@ -146,12 +198,13 @@ py::object restart_geometry(ByteSpan bytes) {
 
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
 // was_progressive), with the GIL released while it runs.
-py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width) {
+py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
+                       int64_t max_memory) {
   if (segment_width < 1) {
     throw py::value_error("segment_width must be positive, got " + std::to_string(segment_width));
   }
   custom_op::PrepareOptions options;
-  options.limits = make_options(true, max_pixels, max_scans, true, true).limits;
+  options.limits = make_options(true, max_pixels, max_scans, max_memory, true, true).limits;
   options.segment_width = segment_width;
   std::vector<uint8_t> out;
   custom_op::PrepareInfo info;
@@ -160,8 +213,8 @@ py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, in
     py::gil_scoped_release no_gil;
     try {
       status = custom_op::prepare_jpeg(bytes.data, bytes.size, options, &out, &info);
-    } catch (const std::bad_alloc&) {
-      status = custom_op::Status{custom_op::StatusCode::kDecodeError, "out of memory"};
+    } catch (...) {
+      status = status_of_current_exception();
     }
   }
   if (!status.ok()) {
@@ -179,10 +232,25 @@ struct ResizeRequest {
   bool antialias;
 };
 
-void check_resize(const ResizeRequest& request) {
-  if (request.scale_num < 1 || request.scale_num > 8 || request.out_height < 1 ||
-      request.out_width < 1 || request.out_height > 65535 || request.out_width > 65535) {
-    throw py::value_error("scale_num must be 1..8 and the output size 1..65535");
+// Checks the int64 values from Python before any of them is narrowed.
+ResizeRequest make_resize(int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias) {
+  if (scale_num < 1 || scale_num > 8 || out_height < 1 || out_width < 1 || out_height > 65535 ||
+      out_width > 65535) {
+    throw py::value_error("scale_num must be 1..8 and the output size 1..65535, got scale_num=" +
+                          std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
+                          std::to_string(out_width));
+  }
+  return ResizeRequest{out_height, out_width, static_cast<int>(scale_num), antialias};
+}
+
+// at::empty for uint8 bytes. ATen's CPU allocator reports a failed malloc as
+// a plain c10::Error (torch.empty raises RuntimeError for it); with valid
+// sizes, on the CPU, nothing else can fail here, so it becomes bad_alloc.
+at::Tensor empty_bytes(at::IntArrayRef sizes) {
+  try {
+    return at::empty(sizes, at::kByte);
+  } catch (const c10::Error& error) {
+    throw AllocationFailed(error.what_without_backtrace());
   }
 }
 
@@ -191,9 +259,9 @@ void check_resize(const ResizeRequest& request) {
 // torchvision's decode_jpeg returns and what libjpeg writes.
 at::Tensor new_output(int64_t channels, int64_t height, int64_t width, custom_op::PixelOrder order) {
   if (order == custom_op::PixelOrder::kPlanar) {
-    return at::empty({channels, height, width}, at::kByte);
+    return empty_bytes({channels, height, width});
   }
-  return at::empty({height, width, channels}, at::kByte).permute({2, 0, 1});
+  return empty_bytes({height, width, channels}).permute({2, 0, 1});
 }
 
 // The tensor a decode writes its [channels, height, width] result to: `into`
@@ -227,12 +295,17 @@ void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::
 custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                               custom_op::ColorMode mode, const ResizeRequest& resize,
                               custom_op::PixelOrder order, const at::Tensor& target) {
-  const at::Tensor rows = at::empty({1, window.height, window.width, 4}, at::kByte);
+  const custom_op::Status within_limits = decoder->reserve_memory(
+      4 * (window.height * window.width + resize.out_height * resize.out_width));
+  if (!within_limits.ok()) {
+    return within_limits;
+  }
+  const at::Tensor rows = empty_bytes({1, window.height, window.width, 4});
   custom_op::Status status = decoder->decode_rgbx(window, mode, rows.data_ptr<uint8_t>());
   if (!status.ok()) {
     return status;
   }
-  const at::Tensor resized = at::empty({1, resize.out_height, resize.out_width, 4}, at::kByte);
+  const at::Tensor resized = empty_bytes({1, resize.out_height, resize.out_width, 4});
   resize_with_aten(rows.permute({0, 3, 1, 2}), resize, resized.permute({0, 3, 1, 2}));
   const uint8_t* pixels = resized.data_ptr<uint8_t>();
   uint8_t* out = target.data_ptr<uint8_t>();
@@ -260,6 +333,12 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
   if (!identity && decoder->has_rgbx_rows(mode)) {
     *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
     return resize_rgbx(decoder, window, mode, resize, order, *out);
+  }
+  if (!identity) {
+    const custom_op::Status within_limits = decoder->reserve_memory(channels * window.height * window.width);
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
   }
   at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
                              : new_output(channels, window.height, window.width, order);
@@ -309,8 +388,8 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
                                   static_cast<int>(resize->out_height),
                                   static_cast<int>(resize->out_width), resize->antialias,
                                   out->data_ptr<uint8_t>(), order);
-  } catch (const std::exception& e) {  // bad_alloc and the like: report, do not unwind into a thread.
-    return custom_op::Status{custom_op::StatusCode::kDecodeError, e.what()};
+  } catch (...) {  // Report, never unwind into a batch thread or through the GIL release.
+    return status_of_current_exception();
   }
 }
 
@@ -323,9 +402,6 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
                          int64_t mode, const custom_op::DecodeOptions& options,
                          const ResizeRequest* resize, bool contiguous) {
   const custom_op::ColorMode color_mode = to_mode(mode);
-  if (resize != nullptr) {
-    check_resize(*resize);
-  }
   at::Tensor out;
   custom_op::Status status;
   {
@@ -339,12 +415,54 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
   return out;
 }
 
+}  // namespace
+
+// OpenMP's per-thread team size, from the runtime that libtorch loads. Weak:
+// a torch built without OpenMP has none, and then no team to bound.
+extern "C" {
+__attribute__((weak)) void omp_set_num_threads(int);
+__attribute__((weak)) int omp_get_max_threads();
+}
+
+namespace {
+
+// While it lives, ATen's parallel kernels called on this thread (the
+// resize) run on this thread alone. The batch's own threads are its
+// parallelism: without this, each would start an OpenMP team of
+// torch.get_num_threads() threads, N x N threads on N cores. It changes only
+// this thread's OpenMP setting, never torch.set_num_threads' global one.
+class OneIntraOpThread {
+ public:
+  OneIntraOpThread() {
+    if (omp_set_num_threads == nullptr || omp_get_max_threads == nullptr) {
+      return;
+    }
+    // ATen initialises a thread's setting on its first parallel call, from
+    // the global one: let it do so now, or it would overwrite ours later.
+    at::get_num_threads();
+    previous_ = omp_get_max_threads();
+    omp_set_num_threads(1);
+  }
+  ~OneIntraOpThread() {
+    if (previous_ > 0) {
+      omp_set_num_threads(previous_);
+    }
+  }
+  OneIntraOpThread(const OneIntraOpThread&) = delete;
+  OneIntraOpThread& operator=(const OneIntraOpThread&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 // Runs task(i) for i in [0, count) on `num_threads` threads (the caller's
-// included), each taking the next index when done with one.
+// included), each taking the next index when done with one, and each
+// running ATen's kernels on itself (OneIntraOpThread).
 template <typename Task>
 void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
   std::atomic<size_t> next{0};
   auto worker = [&]() {
+    const OneIntraOpThread one_thread;
     for (size_t i = next++; i < count; i = next++) {
       task(i);
     }
@@ -362,6 +480,15 @@ void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
   for (std::thread& thread : threads) {
     thread.join();
   }
+}
+
+// For the tests: at::get_num_threads() as each of `num_threads` batch
+// threads sees it while working (ATen sizes its OpenMP teams by it).
+std::vector<int64_t> intra_op_threads_in_batch(int64_t num_threads) {
+  std::vector<int64_t> seen(static_cast<size_t>(std::max<int64_t>(num_threads, 1)) * 4);
+  py::gil_scoped_release no_gil;
+  run_in_parallel(seen.size(), num_threads, [&](size_t i) { seen[i] = at::get_num_threads(); });
+  return seen;
 }
 
 // The bytes of every batch member, borrowed for the whole call.
@@ -411,7 +538,8 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
                                      int64_t out_width, int64_t mode, bool antialias,
                                      bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t num_threads, bool seek,
-                                     const std::optional<at::Tensor>& out, bool contiguous) {
+                                     const std::optional<at::Tensor>& out, bool contiguous,
+                                     int64_t max_memory) {
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
@@ -419,11 +547,11 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
   }
   std::vector<ResizeRequest> requests;
   for (size_t i = 0; resize && i < count; ++i) {
-    requests.push_back(ResizeRequest{out_height, out_width, static_cast<int>(scale_nums[i]), antialias});
-    check_resize(requests.back());
+    requests.push_back(make_resize(out_height, out_width, scale_nums[i], antialias));
   }
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true, seek);
+  const custom_op::DecodeOptions options =
+      make_options(strict, max_pixels, max_scans, max_memory, true, seek);
   const std::vector<BorrowedBytes> inputs = borrow_all(datas);
   const custom_op::PixelOrder order = pixel_order(contiguous);
   const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width, order);
@@ -457,39 +585,44 @@ void def_single_image_functions(py::module_& m) {
   m.def(
       "decode_and_crop_jpeg",
       [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges, bool contiguous) {
+         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges, bool contiguous,
+         int64_t max_memory) {
         const BorrowedBytes bytes(data);
         return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                             make_options(strict, max_pixels, max_scans, exact_edges, seek),
+                             make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
                              /*resize=*/nullptr, contiguous);
       },
       py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
       py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
       py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true,
-      py::arg("contiguous") = false);
+      py::arg("contiguous") = false, py::arg("max_memory") = custom_op::Limits{}.max_memory);
   m.def("decode_and_resized_crop_jpeg",
         [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
            int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous) {
+           int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
           const BorrowedBytes bytes(data);
-          const ResizeRequest request{out_height, out_width, static_cast<int>(scale_num), antialias};
+          const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
           return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                               make_options(strict, max_pixels, max_scans, true, seek), &request,
-                               contiguous);
+                               make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                               &request, contiguous);
         },
         py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
         py::arg("crop_width"), py::arg("out_height"), py::arg("out_width"), py::arg("scale_num"),
         py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-        py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false);
+        py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false,
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
   m.def("restart_geometry", [](const Data& data) {
     const BorrowedBytes bytes(data);
     return restart_geometry(bytes.span());
   });
-  m.def("prepare_jpeg", [](const Data& data, int64_t max_pixels, int64_t max_scans,
-                           int64_t segment_width) {
-    const BorrowedBytes bytes(data);
-    return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width);
-  });
+  m.def("prepare_jpeg",
+        [](const Data& data, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
+           int64_t max_memory) {
+          const BorrowedBytes bytes(data);
+          return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width, max_memory);
+        },
+        py::arg("data"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("segment_width"),
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
 }
 
 }  // namespace
@@ -498,7 +631,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "custom_op's native core; use the functions of the custom_op package instead.";
   // Bad data raises the Python class defined in custom_op/_errors.py, so that
   // it pickles by a stable name across DataLoader worker processes.
-  static py::object error_class = py::module_::import("custom_op._errors").attr("JpegDecodeError");
+  // The handle is leaked on purpose: a static py::object would be destroyed
+  // after the interpreter finalised, decrementing a reference it no longer
+  // owns. The class lives as long as its module anyway.
+  static const py::handle error_class =
+      py::object(py::module_::import("custom_op._errors").attr("JpegDecodeError")).release();
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) {
@@ -519,5 +656,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_batch", &decode_batch, py::arg("datas"), py::arg("boxes"), py::arg("scale_nums"),
         py::arg("out_height"), py::arg("out_width"), py::arg("mode"), py::arg("antialias"),
         py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("num_threads"),
-        py::arg("seek") = true, py::arg("out") = py::none(), py::arg("contiguous") = false);
+        py::arg("seek") = true, py::arg("out") = py::none(), py::arg("contiguous") = false,
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
+  m.attr("DEFAULT_MAX_MEMORY") = custom_op::Limits{}.max_memory;
+  m.def("_intra_op_threads_in_batch", &intra_op_threads_in_batch, py::arg("num_threads"));
 }

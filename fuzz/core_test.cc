@@ -14,7 +14,9 @@
 //   - a whole decode writes every output byte and is deterministic;
 //   - when the whole decode succeeds, every window succeeds too and equals
 //     the same window of the whole decode, bit for bit;
-//   - max_pixels and max_scans fail with their names in the message;
+//   - max_pixels, max_scans and max_memory fail with their names in the
+//     message, max_memory before decoding anything, and windows whose sums
+//     overflow int64 are refused without undefined behaviour;
 //   - a prepared copy decodes to exactly the pixels of its original, and
 //     seeking (on by default) gives the same windows as seek=false;
 //   - HWC (interleaved) output holds the same pixels as CHW planes.
@@ -198,6 +200,10 @@ std::vector<Window> bad_windows_for(const JpegInfo& info) {
       Window{0, 0, 0, w},  Window{0, 0, h, 0},     Window{-1, 0, 1, 1},
       Window{0, -1, 1, 1}, Window{h, 0, 1, 1},     Window{0, w, 1, 1},
       Window{0, 0, h + 1, w}, Window{0, 0, h, w + 1}, Window{1, 1, h, w},
+      // Sums of these overflow int64; UBSan reports it if the check forms them.
+      Window{INT64_MAX, 0, 1, 1}, Window{0, 0, INT64_MAX, INT64_MAX},
+      Window{1, 1, INT64_MAX, INT64_MAX}, Window{INT64_MIN, INT64_MIN, 1, 1},
+      Window{0, 0, INT64_MIN, INT64_MIN}, Window{h - 1, w - 1, INT64_MAX, INT64_MAX},
   };
 }
 
@@ -397,7 +403,7 @@ std::vector<size_t> scan_offsets(const Bytes& file) {
   return {};
 }
 
-// max_pixels and max_scans, once per file.
+// max_pixels, max_scans and max_memory, once per file.
 bool check_limits(const std::string& name, const Bytes& file) {
   Case c(name + " [limits]");
   DecodeOptions options;
@@ -435,6 +441,31 @@ bool check_limits(const std::string& name, const Bytes& file) {
     c.expect(!result.status.ok() && result.status.message.find("max_scans") != std::string::npos,
              "max_scans=1 on a progressive file gave: " +
                  (result.status.ok() ? std::string("success") : result.status.message));
+  }
+  // max_memory: one byte below the estimate read_header makes is refused,
+  // with the needed value in the message, before anything is decoded; the
+  // estimate itself is accepted (and libjpeg's own accounting agrees).
+  options = DecodeOptions{};
+  options.limits.max_pixels = kMaxPixels;
+  options.limits.max_memory = 1;
+  {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    const Status status = decoder.read_header(&unused);
+    const size_t at = status.message.find("pass max_memory=");
+    c.expect(!status.ok() && at != std::string::npos, "max_memory=1 gave: " + status.message);
+    if (pixels <= kMaxPixels && at != std::string::npos) {
+      const int64_t needed = std::stoll(status.message.substr(at + 16));
+      options.limits.max_memory = needed - 1;
+      JpegDecoder below(file.data(), file.size(), options);
+      const Status refused = below.read_header(&unused);
+      c.expect(!refused.ok() && refused.message.find("max_memory") != std::string::npos,
+               "max_memory one below the estimate gave: " + refused.message);
+      options.limits.max_memory = needed;
+      const Decoded whole = decode(file, Window{}, ColorMode::kRgb, options, 0);
+      c.expect(whole.status.message.find("max_memory") == std::string::npos,
+               "the estimate itself was refused: " + whole.status.message);
+    }
   }
   return c.passed();
 }

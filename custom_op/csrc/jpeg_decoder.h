@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,10 @@ class JpegDecoder {
     created_ = create_guarded(&cinfo_, &err_);
     if (created_) {
       cinfo_.progress = &progress_.pub;
+      // libjpeg's own accounting, behind read_header's estimate: its virtual
+      // arrays fail (there is no backing store) rather than exceed this.
+      cinfo_.mem->max_memory_to_use = static_cast<long>(
+          std::min<int64_t>(options.limits.max_memory, std::numeric_limits<long>::max()));
     }
   }
 
@@ -196,7 +201,12 @@ class JpegDecoder {
       return decode_error("unsupported colour space " + std::to_string(cinfo_.jpeg_color_space) +
                           " with " + std::to_string(cinfo_.num_components) + " components");
     }
-    const Status within_limits = check_pixels(cinfo_, options_.limits);
+    Status within_limits = check_pixels(cinfo_, options_.limits);
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
+    memory_ = 0;
+    within_limits = reserve_memory(decode_memory_bytes(cinfo_));
     if (!within_limits.ok()) {
       return within_limits;
     }
@@ -218,8 +228,10 @@ class JpegDecoder {
   Status decode(const Window& window, ColorMode mode, uint8_t* out,
                 PixelOrder order = PixelOrder::kPlanar) {
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode, order);
+    // Unsigned: the window is not checked yet (decode_full_scale does), and
+    // the sink is never used when it does not fit.
     detail::OutputSink sink(layout, window.width, output_channels(info_, mode), order,
-                            static_cast<size_t>(window.height * window.width), out);
+                            static_cast<size_t>(window.height) * static_cast<size_t>(window.width), out);
     return decode_full_scale(window, layout, &sink);
   }
 
@@ -272,6 +284,14 @@ class JpegDecoder {
     const double scale = scale_num / 8.0;
     // The resampler works on 1- or 4-byte pixels; finish() writes `order`.
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode, PixelOrder::kPlanar);
+    const int64_t pixel_bytes = detail::bytes_per_pixel(layout);
+    Status within_limits = reserve_memory(
+        pixel_bytes * (static_cast<int64_t>(sizeof(float)) * (decoded.width + decoded.height * out_width +
+                                                             out_width) +
+                       static_cast<int64_t>(out_height) * out_width));
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
     detail::ResizeSink sink(layout, output_channels(info_, mode), decoded,
                             window.y * scale - decoded.y, window.x * scale - decoded.x,
                             window.height * scale, window.width * scale, out_height, out_width,
@@ -283,6 +303,13 @@ class JpegDecoder {
     }
     sink.finish(order, out);
     return Status{};
+  }
+
+  // Counts `bytes` more of working memory (a buffer about to be allocated for
+  // this decode) against max_memory. read_header counts libjpeg's.
+  Status reserve_memory(int64_t bytes) {
+    memory_ += bytes;
+    return check_memory(memory_, options_.limits);
   }
 
   // Checks that `window` is non-empty and lies inside the image.
@@ -416,7 +443,7 @@ class JpegDecoder {
   Status decode_error(const std::string& message) const {
     return Status{StatusCode::kDecodeError, message};
   }
-  Status decode_error() const { return decode_error(err_.message); }
+  Status decode_error() const { return status_of(err_, options_.limits); }
 
   jpeg_decompress_struct cinfo_;
   detail::ErrorManager err_;
@@ -428,6 +455,7 @@ class JpegDecoder {
   bool created_ = false;
   bool header_read_ = false;
   bool decoded_ = false;
+  int64_t memory_ = 0;  // Working memory counted so far (reserve_memory).
 };
 
 // Convenience for callers without a binding (tests, the fuzzer): header, then
@@ -440,9 +468,12 @@ inline Status decode_window(const uint8_t* data, size_t size, const Window& wind
   if (!status.ok()) {
     return status;
   }
+  status = decoder.check_window(window);
+  if (!status.ok()) {
+    return status;
+  }
   const size_t needed = static_cast<size_t>(output_channels(info, mode)) *
-                        static_cast<size_t>(window.height > 0 ? window.height : 0) *
-                        static_cast<size_t>(window.width > 0 ? window.width : 0);
+                        static_cast<size_t>(window.height) * static_cast<size_t>(window.width);
   if (out_size < needed) {
     return Status{StatusCode::kInvalidArgument, "output buffer too small"};
   }

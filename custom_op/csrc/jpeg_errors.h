@@ -31,7 +31,12 @@ inline const char* libjpeg_turbo_version() {
   return CUSTOM_OP_STRINGIFY(LIBJPEG_TURBO_VERSION);
 }
 
-enum class StatusCode { kOk, kInvalidArgument, kDecodeError };
+// kDecodeError is about the data (or a limit it exceeds); kOutOfMemory means
+// an allocation failed, whatever the data; kInternalError is anything else
+// that went wrong in custom_op or the libraries under it. The binding maps
+// them to JpegDecodeError, MemoryError and RuntimeError, so that code which
+// skips bad files never skips a file because memory ran out.
+enum class StatusCode { kOk, kInvalidArgument, kDecodeError, kOutOfMemory, kInternalError };
 
 struct Status {
   StatusCode code = StatusCode::kOk;
@@ -69,6 +74,9 @@ struct ErrorManager {
   const char* strict_hint =
       "strict=True treats this libjpeg warning as an error; pass strict=False to accept damaged data";
   char message[JMSG_LENGTH_MAX + 160] = {0};
+  // libjpeg's code for the error that jumped (e.g. JERR_OUT_OF_MEMORY), or
+  // 0 for custom_op's own failures and for warnings raised as errors.
+  int error_code = 0;
 };
 
 struct ProgressMonitor {
@@ -80,17 +88,19 @@ inline ErrorManager* error_manager(j_common_ptr cinfo) {
   return reinterpret_cast<ErrorManager*>(cinfo->err);
 }
 
-// Jumps back to the armed setjmp with `message`. See Note [libjpeg error handling].
-[[noreturn]] inline void fail_with(j_common_ptr cinfo, const char* message) {
+// Jumps back to the armed setjmp with `message` and libjpeg's `error_code`
+// (0 for custom_op's own). See Note [libjpeg error handling].
+[[noreturn]] inline void fail_with(j_common_ptr cinfo, const char* message, int error_code = 0) {
   ErrorManager* err = error_manager(cinfo);
   std::snprintf(err->message, sizeof(err->message), "%s", message);
+  err->error_code = error_code;
   std::longjmp(err->jump, 1);
 }
 
 [[noreturn]] inline void error_exit_cb(j_common_ptr cinfo) {
   char text[JMSG_LENGTH_MAX];
   (*cinfo->err->format_message)(cinfo, text);
-  fail_with(cinfo, text);
+  fail_with(cinfo, text, cinfo->err->msg_code);
 }
 
 // Warnings that cannot change a decoded pixel: junk between markers (common

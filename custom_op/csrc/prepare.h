@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,7 +47,10 @@ namespace detail {
 // ratio) to the ideal number of MCUs per segment.
 inline int64_t choose_restart_interval(int64_t mcus_per_row, int64_t mcu_width,
                                        int64_t bytes_per_mcu, const PrepareOptions& options) {
-  const int64_t for_width = (options.segment_width + mcu_width - 1) / mcu_width;
+  // Clamped first: segment_width comes from the caller, and no segment is
+  // wider than a row.
+  const int64_t segment_width = std::min(options.segment_width, mcus_per_row * mcu_width);
+  const int64_t for_width = (segment_width + mcu_width - 1) / mcu_width;
   const int64_t for_bytes = (options.min_segment_bytes + std::max<int64_t>(bytes_per_mcu, 1) - 1) /
                             std::max<int64_t>(bytes_per_mcu, 1);
   const double ideal = static_cast<double>(std::max<int64_t>({for_width, for_bytes, 1}));
@@ -79,7 +83,8 @@ inline void grow_destination(j_compress_ptr cinfo, size_t capacity) {
   auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
   auto* grown = static_cast<unsigned char*>(std::realloc(dest->buffer, capacity));
   if (grown == nullptr) {
-    fail_with(reinterpret_cast<j_common_ptr>(cinfo), "out of memory while writing the prepared file");
+    fail_with(reinterpret_cast<j_common_ptr>(cinfo), "out of memory while writing the prepared file",
+              JERR_OUT_OF_MEMORY);
   }
   const size_t used = dest->capacity - dest->pub.free_in_buffer;
   dest->buffer = grown;
@@ -139,6 +144,9 @@ class Preparer {
     created_ = create_guarded();
     if (created_) {
       src_.progress = &progress_.pub;
+      // Behind run()'s estimate, as in JpegDecoder.
+      src_.mem->max_memory_to_use = static_cast<long>(
+          std::min<int64_t>(options.limits.max_memory, std::numeric_limits<long>::max()));
     }
   }
 
@@ -154,20 +162,28 @@ class Preparer {
   // Writes the prepared file into `out`.
   Status run(std::vector<uint8_t>* out, PrepareInfo* info) {
     if (!created_ || !read_guarded()) {
-      return Status{StatusCode::kDecodeError, src_err_.message};
+      return status_of(src_err_, options_.limits);
     }
     if (src_.data_precision != 8) {
       return Status{StatusCode::kDecodeError, "unsupported data precision " +
                                                   std::to_string(src_.data_precision) +
                                                   " (only 8-bit JPEG files are prepared)"};
     }
-    const Status within_limits = check_pixels(src_, options_.limits);
+    Status within_limits = check_pixels(src_, options_.limits);
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
+    // jpeg_read_coefficients keeps every coefficient, whatever the file's
+    // kind, and the output buffer grows to about the input's size (doubling).
+    within_limits = check_memory(row_buffer_bytes(src_) + coefficient_buffer_bytes(src_) +
+                                     2 * (static_cast<int64_t>(size_) + 65536),
+                                 options_.limits);
     if (!within_limits.ok()) {
       return within_limits;
     }
     info->was_progressive = src_.progressive_mode != 0;
     if (!read_coefficients_guarded()) {
-      return Status{StatusCode::kDecodeError, src_err_.message};
+      return status_of(src_err_, options_.limits);
     }
     if (!progression_complete()) {
       return Status{StatusCode::kDecodeError,
@@ -176,8 +192,7 @@ class Preparer {
                     "pixels would change"};
     }
     if (!write_guarded(info)) {
-      return Status{StatusCode::kDecodeError,
-                    dst_err_.message[0] != 0 ? dst_err_.message : src_err_.message};
+      return status_of(dst_err_.message[0] != 0 ? dst_err_ : src_err_, options_.limits);
     }
     out->assign(destination_.buffer, destination_.buffer + destination_.size);
     return Status{};
