@@ -148,11 +148,17 @@ inline void cmyk_row_to_rgb_or_gray(const JSAMPLE* src, int width, int out_chann
 }
 
 // Drops the fourth byte of `width` 4-byte pixels: RGBX rows to RGB pixels.
+// Each pixel is stored as 4 bytes whose last one the next pixel overwrites:
+// one load and one store per pixel, several times faster than three byte
+// stores. The last pixel takes 3 bytes, so nothing past the row is written.
 inline void rgbx_to_rgb(const JSAMPLE* src, int width, uint8_t* out) {
-  for (int i = 0; i < width; ++i) {
-    out[3 * i] = src[4 * i];
-    out[3 * i + 1] = src[4 * i + 1];
-    out[3 * i + 2] = src[4 * i + 2];
+  for (int i = 0; i + 1 < width; ++i) {
+    uint32_t pixel;
+    std::memcpy(&pixel, src + 4 * i, 4);
+    std::memcpy(out + 3 * i, &pixel, 4);
+  }
+  if (width > 0) {
+    std::memcpy(out + 3 * (width - 1), src + 4 * (width - 1), 3);
   }
 }
 
