@@ -670,9 +670,9 @@ def test_allocation_failures_raise_memory_error_not_decode_error() -> None:
         assert result.startswith("MemoryError "), f"{name}: {result}"
 
 
-def test_internal_errors_are_runtime_errors_not_decode_errors() -> None:
+def test_inconsistent_stacked_output_is_reported_as_a_bug() -> None:
     """A stacked output of the wrong channel count is a state the Python layer
-    never creates: the binding reports it as an internal error."""
+    never creates: the binding refuses it, saying so, and never as bad data."""
     data = jpegenc.encode(_pixels(64, 80, 3, 2))
     wrong = torch.empty((1, 1, 8, 8), dtype=torch.uint8, memory_format=torch.channels_last)
     with pytest.raises(ValueError, match="bug in custom_op"):
