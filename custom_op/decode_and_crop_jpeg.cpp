@@ -2,11 +2,12 @@
 // the header, allocates the output tensor, runs the torch-free core
 // (csrc/jpeg_decoder.h) with the GIL released, and turns a failed Status into
 // a Python exception. Argument parsing with friendly messages happens first in
-// custom_op/_decode.py; the checks here keep direct calls of _C safe.
+// custom_op/_decode.py; the checks here keep direct calls of _C safe. The
+// binding's own parts live in binding/: the borrowed input bytes, the
+// mapping of failures to Python exceptions, the batch's threads.
 //
 // Only the few torch headers needed are included: torch/extension.h doubles
 // the compile time that every training job pays on a cold cache.
-#include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_upsample_bilinear2d_aa.h>
 #include <ATen/ops/empty.h>
@@ -14,129 +15,19 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <memory>
 #include <optional>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
+#include "binding/encoded_bytes.h"
+#include "binding/python_errors.h"
+#include "binding/thread_pool.h"
 #include "csrc/jpeg_decoder.h"
 #include "csrc/prepare.h"
 
 namespace py = pybind11;
 
 namespace {
-
-// Thrown for bad data; translated into custom_op.JpegDecodeError.
-class JpegDecodeError : public std::exception {
- public:
-  explicit JpegDecodeError(std::string message) : message_(std::move(message)) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-
- private:
-  std::string message_;
-};
-
-// An allocation that failed, with the allocator's message.
-class AllocationFailed : public std::bad_alloc {
- public:
-  explicit AllocationFailed(std::string message) : message_(std::move(message)) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-
- private:
-  std::string message_;
-};
-
-// The encoded bytes, borrowed from a tensor or a buffer that outlives the call.
-struct ByteSpan {
-  const uint8_t* data;
-  size_t size;
-};
-
-ByteSpan span_of_tensor(const at::Tensor& data) {
-  if (data.scalar_type() != at::kByte) {
-    throw py::type_error("data must be a uint8 tensor, got " + std::string(c10::toString(data.scalar_type())));
-  }
-  if (data.dim() != 1 || !data.device().is_cpu() || !data.is_contiguous()) {
-    throw py::value_error("data must be a 1-D contiguous CPU tensor");
-  }
-  return ByteSpan{data.data_ptr<uint8_t>(), static_cast<size_t>(data.numel())};
-}
-
-ByteSpan span_of_buffer(const py::buffer_info& info) {
-  if (info.itemsize != 1 || info.ndim != 1 || (info.size > 1 && info.strides[0] != 1)) {
-    throw py::value_error("data must be a 1-D contiguous buffer of bytes");
-  }
-  return ByteSpan{static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size)};
-}
-
-// The encoded bytes of one input, borrowed for the duration of a call: from
-// a tensor's storage, or from a buffer whose view stays open while this
-// object lives.
-//
-// The decode runs with the GIL released, so another thread may call set_()
-// on the tensor meanwhile, which would free the old bytes if only the tensor
-// were held: holding the storage keeps them alive. resize_() of the same
-// tensor can still reallocate the storage's memory in place, as for every
-// ATen operator that reads a tensor on another thread; the public
-// docstrings say so.
-class BorrowedBytes {
- public:
-  explicit BorrowedBytes(const at::Tensor& data)
-      : span_(span_of_tensor(data)), storage_(data.storage()) {}
-  explicit BorrowedBytes(const py::buffer& data)
-      : view_(std::make_unique<py::buffer_info>(data.request())), span_(span_of_buffer(*view_)) {}
-  ByteSpan span() const { return span_; }
-
- private:
-  std::unique_ptr<py::buffer_info> view_;
-  ByteSpan span_;
-  c10::Storage storage_;
-};
-
-// Bad arguments raise ValueError, bad data JpegDecodeError, a failed
-// allocation MemoryError, anything else RuntimeError (see StatusCode).
-[[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
-                               const std::string& context = "") {
-  const std::string message = std::string(function) + "(): " + context + status.message;
-  switch (status.code) {
-    case custom_op::StatusCode::kInvalidArgument:
-      throw py::value_error(message);
-    case custom_op::StatusCode::kOutOfMemory:
-      PyErr_SetString(PyExc_MemoryError, message.c_str());
-      throw py::error_already_set();
-    case custom_op::StatusCode::kDecodeError:
-      throw JpegDecodeError(message);
-    case custom_op::StatusCode::kOk:
-    case custom_op::StatusCode::kInternalError:
-      break;
-  }
-  throw std::runtime_error(message);
-}
-
-// The Status for an exception caught where none may escape (a batch thread,
-// a GIL-free section): allocation failures are kOutOfMemory, the rest
-// kInternalError. Call from a catch block.
-custom_op::Status status_of_current_exception() {
-  try {
-    throw;
-  } catch (const AllocationFailed& e) {
-    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, e.what()};
-  } catch (const std::bad_alloc& e) {
-    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, std::string("out of memory: ") + e.what()};
-  } catch (const c10::OutOfMemoryError& e) {
-    return custom_op::Status{custom_op::StatusCode::kOutOfMemory, e.what_without_backtrace()};
-  } catch (const c10::Error& e) {
-    return custom_op::Status{custom_op::StatusCode::kInternalError, e.what_without_backtrace()};
-  } catch (const std::exception& e) {
-    return custom_op::Status{custom_op::StatusCode::kInternalError, e.what()};
-  } catch (...) {
-    return custom_op::Status{custom_op::StatusCode::kInternalError, "unknown exception"};
-  }
-}
 
 custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t max_memory, bool exact_edges, bool seek) {
@@ -241,17 +132,6 @@ ResizeRequest make_resize(int64_t out_height, int64_t out_width, int64_t scale_n
                           std::to_string(out_width));
   }
   return ResizeRequest{out_height, out_width, static_cast<int>(scale_num), antialias};
-}
-
-// at::empty for uint8 bytes. ATen's CPU allocator reports a failed malloc as
-// a plain c10::Error (torch.empty raises RuntimeError for it); with valid
-// sizes, on the CPU, nothing else can fail here, so it becomes bad_alloc.
-at::Tensor empty_bytes(at::IntArrayRef sizes) {
-  try {
-    return at::empty(sizes, at::kByte);
-  } catch (const c10::Error& error) {
-    throw AllocationFailed(error.what_without_backtrace());
-  }
 }
 
 // A new [channels, height, width] tensor: contiguous CHW for
@@ -413,97 +293,6 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
     raise_status(function, status);
   }
   return out;
-}
-
-}  // namespace
-
-// OpenMP's per-thread team size, from the runtime that libtorch loads. Weak:
-// a torch built without OpenMP has none, and then no team to bound.
-extern "C" {
-__attribute__((weak)) void omp_set_num_threads(int);
-__attribute__((weak)) int omp_get_max_threads();
-}
-
-namespace {
-
-// While it lives, ATen's parallel kernels called on this thread (the
-// resize) run on this thread alone. The batch's own threads are its
-// parallelism: without this, each would start an OpenMP team of
-// torch.get_num_threads() threads, N x N threads on N cores. It changes only
-// this thread's OpenMP setting, never torch.set_num_threads' global one.
-class OneIntraOpThread {
- public:
-  OneIntraOpThread() {
-    if (omp_set_num_threads == nullptr || omp_get_max_threads == nullptr) {
-      return;
-    }
-    // ATen initialises a thread's setting on its first parallel call, from
-    // the global one: let it do so now, or it would overwrite ours later.
-    at::get_num_threads();
-    previous_ = omp_get_max_threads();
-    omp_set_num_threads(1);
-  }
-  ~OneIntraOpThread() {
-    if (previous_ > 0) {
-      omp_set_num_threads(previous_);
-    }
-  }
-  OneIntraOpThread(const OneIntraOpThread&) = delete;
-  OneIntraOpThread& operator=(const OneIntraOpThread&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-// Runs task(i) for i in [0, count) on `num_threads` threads (the caller's
-// included), each taking the next index when done with one, and each
-// running ATen's kernels on itself (OneIntraOpThread).
-template <typename Task>
-void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
-  std::atomic<size_t> next{0};
-  auto worker = [&]() {
-    const OneIntraOpThread one_thread;
-    for (size_t i = next++; i < count; i = next++) {
-      task(i);
-    }
-  };
-  std::vector<std::thread> threads;
-  const size_t extra = static_cast<size_t>(std::max<int64_t>(num_threads, 1)) - 1;
-  for (size_t t = 0; t < std::min(extra, count); ++t) {
-    try {
-      threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // No more threads to be had: the ones running finish the work.
-    }
-  }
-  worker();
-  for (std::thread& thread : threads) {
-    thread.join();
-  }
-}
-
-// For the tests: at::get_num_threads() as each of `num_threads` batch
-// threads sees it while working (ATen sizes its OpenMP teams by it).
-std::vector<int64_t> intra_op_threads_in_batch(int64_t num_threads) {
-  std::vector<int64_t> seen(static_cast<size_t>(std::max<int64_t>(num_threads, 1)) * 4);
-  py::gil_scoped_release no_gil;
-  run_in_parallel(seen.size(), num_threads, [&](size_t i) { seen[i] = at::get_num_threads(); });
-  return seen;
-}
-
-// The bytes of every batch member, borrowed for the whole call.
-std::vector<BorrowedBytes> borrow_all(const py::sequence& datas) {
-  std::vector<BorrowedBytes> borrowed;
-  borrowed.reserve(datas.size());
-  const py::object tensor_class = py::module_::import("torch").attr("Tensor");
-  for (const py::handle item : datas) {
-    if (py::isinstance(item, tensor_class)) {
-      borrowed.emplace_back(py::cast<at::Tensor>(item));
-    } else {
-      borrowed.emplace_back(py::reinterpret_borrow<py::buffer>(item));
-    }
-  }
-  return borrowed;
 }
 
 // The per-image [C, H, W] views of the batch's preallocated N x C x H x W
