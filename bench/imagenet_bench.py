@@ -38,7 +38,8 @@ torchvision" is torchvision's median over the method's, so above 1 is faster.
 Then the batched call, custom_op.decode_and_crop_jpeg_batch(datas, boxes,
 size=224, num_threads=t) for t = 1 and 2 (C++ threads, GIL released), over a
 batch of --batch files of 500x375 and over the 2560x1600 files, one window
-each: images per second from the median of --batch-rounds timed calls.
+each: images per second from the median of --batch-rounds timed calls; once
+with torch pinned to one thread and once with torch's default (one per core).
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ CASES = (("500x375", 375, 500, "small_images", 1.4),
          ("2560x1600", 1600, 2560, "large_images", 2.0))
 BATCH_THREADS = (1, 2)
 BATCH_TARGET = 1.7
+#: torch's own intra-op threads while the batch runs: pinned to 1 as in every
+#: benchmark, and torch's default (one per core), under which the batch's
+#: threads must still each run ATen's resize on themselves (no N x N threads).
+BATCH_TORCH_THREADS = ((1, BATCH_TARGET), (os.cpu_count() or 1, 1.8))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,7 +165,17 @@ def _time_case(args: argparse.Namespace, source: images.ImageSource, label: str,
             "floor_median_ms": floor_ms, "methods": rows, "_tensors": tensors, "_windows": windows}
 
 
-def _time_batch(label: str, tensors: list, windows: list, batch: int, rounds: int) -> dict[str, Any]:
+def _time_batch(label: str, tensors: list, windows: list, batch: int, rounds: int,
+                torch_threads: int) -> dict[str, Any]:
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(torch_threads)
+    try:
+        return _time_batch_calls(label, tensors, windows, batch, rounds) | {"torch_threads": torch_threads}
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _time_batch_calls(label: str, tensors: list, windows: list, batch: int, rounds: int) -> dict[str, Any]:
     datas = [tensors[i % len(tensors)] for i in range(batch)]
     boxes = [windows[i % len(windows)][0] for i in range(batch)]
     for threads in BATCH_THREADS:  # warm-up (also starts the threads)
@@ -197,15 +212,18 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
         tensors, windows = case.pop("_tensors"), case.pop("_windows")
         cases.append(case)
         batch = args.batch if label == "500x375" else len(tensors)
-        batches.append(_time_batch(label, tensors, windows, batch, args.batch_rounds))
+        for torch_threads, batch_target in BATCH_TORCH_THREADS:
+            batches.append(_time_batch(label, tensors, windows, batch, args.batch_rounds, torch_threads)
+                           | {"target": batch_target})
         measured = next(row for row in case["methods"] if row["method"] == CUSTOM)["speedup_vs_torchvision"]
         targets.append({"target": f"custom_op >= {target}x vs torchvision at {label} ({source.kind})",
                         "required": target, "measured": measured, "holds": measured >= target})
     for batch in batches:
-        targets.append({"target": f"batch of {batch['batch']} x {batch['label']}: 2 threads >= "
-                                  f"{BATCH_TARGET}x the 1-thread throughput",
-                        "required": BATCH_TARGET, "measured": batch["ratio_2_vs_1"],
-                        "holds": batch["ratio_2_vs_1"] >= BATCH_TARGET})
+        targets.append({"target": f"batch of {batch['batch']} x {batch['label']} with "
+                                  f"{batch['torch_threads']} torch thread(s): 2 threads >= "
+                                  f"{batch['target']}x the 1-thread throughput",
+                        "required": batch["target"], "measured": batch["ratio_2_vs_1"],
+                        "holds": batch["ratio_2_vs_1"] >= batch["target"]})
     return {"config": {"images": source.kind, "size": SIZE, "windows": args.windows, "seed": args.seed,
                        "quality": args.quality,
                        "subsampling": args.subsampling, "threads": torch.get_num_threads(),
@@ -236,13 +254,15 @@ def format_table(result: dict[str, Any]) -> str:
     rows = []
     for batch in result["batch"]:
         for row in batch["threads"]:
-            rows.append([f"{batch['batch']} x {batch['label']}", str(row["threads"]),
+            rows.append([f"{batch['batch']} x {batch['label']}", str(batch["torch_threads"]),
+                         str(row["threads"]),
                          f"{1000 * row['median_s']:.1f}", f"{row['images_per_s']:.0f}",
                          report.format_ratio(row["images_per_s"] / batch["threads"][0]["images_per_s"])])
     lines += [f"decode_and_crop_jpeg_batch(size={config['size']}) on {config['images']} files, one window per file, median of "
               f"{config['batch_rounds']} calls", "",
-              report.markdown_table(["batch", "threads", "median ms", "images/s", "vs 1 thread"], rows,
-                                    right=[False, True, True, True, True]), "", "Targets:",
+              report.markdown_table(["batch", "torch threads", "threads", "median ms", "images/s",
+                                     "vs 1 thread"], rows,
+                                    right=[False, True, True, True, True, True]), "", "Targets:",
               *report.format_targets(result["targets"])]
     one, five, _ = config["load_average_after_1_5_15"]
     lines.append(f"Load average after this part: {one:.2f} (1 min), {five:.2f} (5 min)")

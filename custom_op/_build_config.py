@@ -30,7 +30,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The one translation unit, relative to the package folder.
 SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
-HEADERS = ("csrc/jpeg_decoder.h", "csrc/resample.h", "csrc/restart_seek.h", "csrc/prepare.h")
+HEADERS = ("csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
+           "csrc/resample.h", "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/jpeg_phases.h",
+           "csrc/jpeg_decoder.h", "csrc/prepare.h", "binding/encoded_bytes.h",
+           "binding/python_errors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_build_config.py")
 

@@ -17,6 +17,8 @@ MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 #: Default limits; see decode_and_crop_jpeg's docstring.
 DEFAULT_MAX_PIXELS = 1 << 28
 DEFAULT_MAX_SCANS = 256
+#: 256 MiB, defined by the native core (csrc/limits.h); docs/design.md says why.
+DEFAULT_MAX_MEMORY: int = _C.DEFAULT_MAX_MEMORY
 
 _INT32_MAX = 2**31 - 1
 
@@ -153,6 +155,8 @@ def decode_and_crop_jpeg(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
+    contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -186,6 +190,15 @@ def decode_and_crop_jpeg(
             JpegDecodeError before anything large is allocated.
         max_scans: Progressive files with more scans than this raise
             JpegDecodeError.
+        max_memory: Bytes of working memory the decode may use (libjpeg's
+            buffers and custom_op's, not the result). Progressive and
+            multi-scan files need libjpeg's whole-image coefficient buffer,
+            2 bytes per pixel and component (3 bytes per pixel for 4:2:0
+            colour); a file that needs more than this raises JpegDecodeError,
+            naming the value needed, before anything large is allocated. The
+            default, 256 MiB, decodes progressive 4:2:0 photos of up to 89
+            megapixels (4:4:4: 44) and refuses what a 16384 x 16384
+            progressive header asks for (768 MiB).
         seek: If True (the default) and the file has usable restart markers
             (files rewritten by ``python -m custom_op.prepare``, see
             :func:`prepare_jpeg`), only the entropy-coded segments that cover
@@ -193,18 +206,33 @@ def decode_and_crop_jpeg(
             are the same either way; damaged or inconsistent markers make it
             fall back to the ordinary decode. False always takes the ordinary
             decode (for comparisons).
+        contiguous: If False (the default), the result is a CHW view of HWC
+            memory (``permute(2, 0, 1)`` of a contiguous ``[H, W, C]``
+            tensor), as ``torchvision.io.decode_jpeg`` returns: libjpeg writes
+            that layout, so nothing is rearranged. True gives contiguous CHW
+            memory (one plane per channel), at the cost of that split. The
+            pixels are the same either way; with one channel the two coincide.
 
     Returns:
-        A contiguous ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``
-        (CHW, not a permuted view), with C as given by ``mode``.
+        A ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``,
+        with C as given by ``mode``: a view of HWC memory, or contiguous CHW
+        with ``contiguous=True``.
 
     Raises:
         TypeError: an argument has the wrong type (e.g. a float tensor, a float
             crop_y).
         ValueError: an argument has a bad value (negative or zero sizes, a
             window outside the image, an unknown mode, a 2-D tensor).
-        JpegDecodeError: the data cannot be decoded; the message carries
-            libjpeg's own text.
+        JpegDecodeError: the data cannot be decoded, or exceeds a limit
+            (max_pixels, max_scans, max_memory); the message carries libjpeg's
+            own text, or names the limit and the value needed.
+        MemoryError: an allocation failed (the data may be fine).
+        RuntimeError: an internal failure (a bug in custom_op or below).
+
+    A tensor ``data`` is read with the GIL released: its storage is held for
+    the call, so another thread may ``set_()`` it or drop it meanwhile, but
+    must not ``resize_()`` it or write to it until the call returns (the
+    same contract as every PyTorch operator reading a tensor).
 
     Example:
         >>> data = torchvision.io.read_file("cat.jpg")
@@ -217,10 +245,12 @@ def decode_and_crop_jpeg(
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, seek=seek)
+    _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
     return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
                                    _as_limit(name, "max_pixels", max_pixels),
-                                   _as_limit(name, "max_scans", max_scans), seek)
+                                   _as_limit(name, "max_scans", max_scans), seek,
+                                   contiguous=contiguous,
+                                   max_memory=_as_limit(name, "max_memory", max_memory))
 
 
 def libjpeg_version() -> str:
@@ -274,6 +304,8 @@ def decode_and_resized_crop_jpeg(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
+    contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -295,16 +327,19 @@ def decode_and_resized_crop_jpeg(
 
     Args:
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-            max_scans, seek: as for :func:`decode_and_crop_jpeg`.
+            max_scans, max_memory, seek, contiguous: as for
+            :func:`decode_and_crop_jpeg`.
         size: the output's ``(height, width)``, or an int for a square.
         antialias: widen the filter when shrinking (torchvision's default for
             tensors since 0.17). False gives plain bilinear interpolation.
 
     Returns:
-        A contiguous ``torch.uint8`` tensor ``[C, size[0], size[1]]``.
+        A ``torch.uint8`` tensor ``[C, size[0], size[1]]``: a view of HWC
+        memory, or contiguous CHW with ``contiguous=True`` (same pixels).
 
     Raises:
-        TypeError, ValueError, JpegDecodeError: as :func:`decode_and_crop_jpeg`.
+        TypeError, ValueError, JpegDecodeError, MemoryError, RuntimeError: as
+            :func:`decode_and_crop_jpeg`.
 
     Example:
         >>> crop = custom_op.decode_and_resized_crop_jpeg(data, 40, 60, 300, 400, 224)
@@ -316,11 +351,12 @@ def decode_and_resized_crop_jpeg(
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_size = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias, seek=seek)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
     return _C.decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
         antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
-        _as_limit(name, "max_scans", max_scans), seek)
+        _as_limit(name, "max_scans", max_scans), seek, contiguous=contiguous,
+        max_memory=_as_limit(name, "max_memory", max_memory))
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:
@@ -355,6 +391,8 @@ def decode_and_crop_jpeg_batch(
     max_pixels: int = DEFAULT_MAX_PIXELS,
     max_scans: int = DEFAULT_MAX_SCANS,
     seek: bool = True,
+    contiguous: bool = False,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> Union[List[torch.Tensor], torch.Tensor]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
@@ -368,14 +406,17 @@ def decode_and_crop_jpeg_batch(
             list or an N x 4 integer tensor.
         size: if given (int or ``(height, width)``), every window is resized
             to it and the result is stacked.
-        mode, antialias, strict, max_pixels, max_scans, seek: as for the
-            single calls.
+        mode, antialias, strict, max_pixels, max_scans, max_memory, seek,
+            contiguous: as for the single calls; max_memory bounds each
+            image's decode (one per thread at a time).
         num_threads: decoding threads; default ``torch.get_num_threads()``,
             which is 1 inside a DataLoader worker. At most one per image.
 
     Returns:
-        Without ``size``: a list of uint8 ``[C, h, w]`` tensors. With it: one
-        uint8 tensor ``[N, C, size[0], size[1]]``.
+        Without ``size``: a list of uint8 ``[C, h, w]`` tensors (views of HWC
+        memory, or contiguous CHW with ``contiguous=True``). With it: one
+        uint8 tensor ``[N, C, size[0], size[1]]`` in ``torch.channels_last``
+        memory format (NHWC), or contiguous NCHW with ``contiguous=True``.
 
     Raises:
         TypeError, ValueError: bad arguments, or (with ``size``) files whose
@@ -383,6 +424,7 @@ def decode_and_crop_jpeg_batch(
         JpegDecodeError: a file cannot be decoded. The batch fails as a whole;
             the message names the first failing file's index:
             ``decode_and_crop_jpeg_batch(): image 3: Premature end of JPEG file ...``.
+        MemoryError, RuntimeError: as :func:`decode_and_crop_jpeg`.
     """
     name = "decode_and_crop_jpeg_batch"
     if isinstance(datas, (bytes, bytearray, torch.Tensor)):
@@ -391,7 +433,7 @@ def decode_and_crop_jpeg_batch(
     encoded = [_as_encoded(data, name) for data in datas]
     flat = _as_boxes(name, boxes, len(encoded))
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias, seek=seek)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
@@ -401,13 +443,16 @@ def decode_and_crop_jpeg_batch(
     # the threads write straight into the stacked result. torch.stack would
     # copy it once more on ATen's OpenMP threads, which then spin-wait on the
     # cores the next batch decodes on (2 threads: 1.66x -> 1.97x 1 thread).
+    memory_format = torch.contiguous_format if contiguous else torch.channels_last
     out = None
     if size is not None and mode_code != MODES["unchanged"]:
         out = torch.empty((len(encoded), 3 if mode_code == MODES["rgb"] else 1, *out_size),
-                          dtype=torch.uint8)
+                          dtype=torch.uint8, memory_format=memory_format)
     results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
                               antialias, strict, _as_limit(name, "max_pixels", max_pixels),
-                              _as_limit(name, "max_scans", max_scans), threads, seek, out)
+                              _as_limit(name, "max_scans", max_scans), threads, seek, out,
+                              contiguous=contiguous,
+                              max_memory=_as_limit(name, "max_memory", max_memory))
     if out is not None:
         return out
     if size is None:
@@ -417,5 +462,9 @@ def decode_and_crop_jpeg_batch(
         raise ValueError(f"{name}(): mode={mode!r} gave {channels} channels for different files, "
                          "which cannot be stacked; use mode='rgb' or 'gray'")
     if not results:
-        return torch.empty((0, 3 if mode_code == 0 else 1, *out_size), dtype=torch.uint8)
-    return torch.stack(results)
+        return torch.empty((0, 3 if mode_code == 0 else 1, *out_size), dtype=torch.uint8,
+                           memory_format=memory_format)
+    if contiguous:
+        return torch.stack(results)
+    # Stacking the HWC memory behind the views gives NHWC, i.e. channels_last.
+    return torch.stack([result.permute(1, 2, 0) for result in results]).permute(0, 3, 1, 2)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ._loader import native as _C
-from ._decode import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EncodedJpeg, _as_encoded, _as_int,
-                      _as_limit)
+from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EncodedJpeg,
+                      _as_encoded, _as_int, _as_limit)
 
 
 class PreparedJpeg(NamedTuple):
@@ -29,18 +29,21 @@ DEFAULT_SEGMENT_WIDTH = 64
 
 def prepare_jpeg_with_info(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                            max_scans: int = DEFAULT_MAX_SCANS,
-                           segment_width: int = DEFAULT_SEGMENT_WIDTH) -> PreparedJpeg:
+                           segment_width: int = DEFAULT_SEGMENT_WIDTH,
+                           max_memory: int = DEFAULT_MAX_MEMORY) -> PreparedJpeg:
     """:func:`prepare_jpeg`, also saying what it did."""
     name = "prepare_jpeg"
     data_out, interval, was_progressive = _C.prepare_jpeg(
         _as_encoded(data, name), _as_limit(name, "max_pixels", max_pixels),
-        _as_limit(name, "max_scans", max_scans), _as_int(name, "segment_width", segment_width, 1))
+        _as_limit(name, "max_scans", max_scans), _as_int(name, "segment_width", segment_width, 1),
+        max_memory=_as_limit(name, "max_memory", max_memory))
     return PreparedJpeg(data_out, interval, was_progressive)
 
 
 def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_scans: int = DEFAULT_MAX_SCANS,
-                 segment_width: int = DEFAULT_SEGMENT_WIDTH) -> bytes:
+                 segment_width: int = DEFAULT_SEGMENT_WIDTH,
+                 max_memory: int = DEFAULT_MAX_MEMORY) -> bytes:
     """Rewrites a JPEG losslessly so that crops of it decode in time proportional to the crop.
 
     The DCT coefficients are copied, never re-quantised (as ``jpegtran``
@@ -56,8 +59,11 @@ def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
 
     Args:
         data: The encoded file (tensor, bytes, ... as for decode_and_crop_jpeg).
-        max_pixels, max_scans: as for :func:`decode_and_crop_jpeg`: larger
-            images and progressive files with more scans are refused.
+        max_pixels, max_scans, max_memory: as for :func:`decode_and_crop_jpeg`:
+            larger images, progressive files with more scans, and files whose
+            rewrite needs more working memory are refused. The rewrite keeps
+            every coefficient of every file, baseline ones too (2 bytes per
+            pixel and component), plus the output (about the input's size).
         segment_width: the width in pixels to aim for between two restart
             markers (the interval must divide the MCUs per row, so the result
             is the nearest such width; light images get longer segments, so
@@ -75,9 +81,12 @@ def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
             progressive file whose scans stop before every coefficient is
             complete (libjpeg smooths such blocks when decoding; a baseline
             copy would not, so its pixels would differ).
+        MemoryError: an allocation failed; the file was not judged, so it
+            must not be reported as refused.
+        RuntimeError: an internal failure (a bug in custom_op or below).
     """
     return prepare_jpeg_with_info(data, max_pixels=max_pixels, max_scans=max_scans,
-                                  segment_width=segment_width).data
+                                  segment_width=segment_width, max_memory=max_memory).data
 
 
 def seekable(data: EncodedJpeg) -> bool:

@@ -2,7 +2,9 @@
 // the header, allocates the output tensor, runs the torch-free core
 // (csrc/jpeg_decoder.h) with the GIL released, and turns a failed Status into
 // a Python exception. Argument parsing with friendly messages happens first in
-// custom_op/_decode.py; the checks here keep direct calls of _C safe.
+// custom_op/_decode.py; the checks here keep direct calls of _C safe. The
+// binding's own parts live in binding/: the borrowed input bytes, the
+// mapping of failures to Python exceptions, the batch's threads.
 //
 // Only the few torch headers needed are included: torch/extension.h doubles
 // the compile time that every training job pays on a cold cache.
@@ -13,15 +15,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <memory>
 #include <optional>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <vector>
 
+#include "binding/encoded_bytes.h"
+#include "binding/python_errors.h"
+#include "binding/thread_pool.h"
 #include "csrc/jpeg_decoder.h"
 #include "csrc/prepare.h"
 
@@ -29,73 +29,16 @@ namespace py = pybind11;
 
 namespace {
 
-// Thrown for bad data; translated into custom_op.JpegDecodeError.
-class JpegDecodeError : public std::exception {
- public:
-  explicit JpegDecodeError(std::string message) : message_(std::move(message)) {}
-  const char* what() const noexcept override { return message_.c_str(); }
-
- private:
-  std::string message_;
-};
-
-// The encoded bytes, borrowed from a tensor or a buffer that outlives the call.
-struct ByteSpan {
-  const uint8_t* data;
-  size_t size;
-};
-
-ByteSpan span_of_tensor(const at::Tensor& data) {
-  if (data.scalar_type() != at::kByte) {
-    throw py::type_error("data must be a uint8 tensor, got " + std::string(c10::toString(data.scalar_type())));
-  }
-  if (data.dim() != 1 || !data.device().is_cpu() || !data.is_contiguous()) {
-    throw py::value_error("data must be a 1-D contiguous CPU tensor");
-  }
-  return ByteSpan{data.data_ptr<uint8_t>(), static_cast<size_t>(data.numel())};
-}
-
-ByteSpan span_of_buffer(const py::buffer_info& info) {
-  if (info.itemsize != 1 || info.ndim != 1 || (info.size > 1 && info.strides[0] != 1)) {
-    throw py::value_error("data must be a 1-D contiguous buffer of bytes");
-  }
-  return ByteSpan{static_cast<const uint8_t*>(info.ptr), static_cast<size_t>(info.size)};
-}
-
-// The encoded bytes of one input, borrowed for the duration of a call: from
-// a tensor (kept referenced), or from a buffer whose view stays open while
-// this object lives.
-class BorrowedBytes {
- public:
-  explicit BorrowedBytes(const at::Tensor& data) : tensor_(data), span_(span_of_tensor(tensor_)) {}
-  explicit BorrowedBytes(const py::buffer& data)
-      : view_(std::make_unique<py::buffer_info>(data.request())), span_(span_of_buffer(*view_)) {}
-  ByteSpan span() const { return span_; }
-
- private:
-  at::Tensor tensor_;
-  std::unique_ptr<py::buffer_info> view_;
-  ByteSpan span_;
-};
-
-[[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
-                               const std::string& context = "") {
-  const std::string message = std::string(function) + "(): " + context + status.message;
-  if (status.code == custom_op::StatusCode::kInvalidArgument) {
-    throw py::value_error(message);
-  }
-  throw JpegDecodeError(message);
-}
-
 custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
-                                     bool exact_edges, bool seek) {
-  if (max_pixels < 1 || max_scans < 1) {
-    throw py::value_error("max_pixels and max_scans must be positive");
+                                     int64_t max_memory, bool exact_edges, bool seek) {
+  if (max_pixels < 1 || max_scans < 1 || max_memory < 1) {
+    throw py::value_error("max_pixels, max_scans and max_memory must be positive");
   }
   custom_op::DecodeOptions options;
   options.strict = strict;
   options.limits.max_pixels = max_pixels;
   options.limits.max_scans = max_scans;
+  options.limits.max_memory = max_memory;
   options.exact_edges = exact_edges;
   options.seek = seek;
   return options;
@@ -146,12 +89,13 @@ py::object restart_geometry(ByteSpan bytes) {
 
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
 // was_progressive), with the GIL released while it runs.
-py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width) {
+py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
+                       int64_t max_memory) {
   if (segment_width < 1) {
     throw py::value_error("segment_width must be positive, got " + std::to_string(segment_width));
   }
   custom_op::PrepareOptions options;
-  options.limits = make_options(true, max_pixels, max_scans, true, true).limits;
+  options.limits = make_options(true, max_pixels, max_scans, max_memory, true, true).limits;
   options.segment_width = segment_width;
   std::vector<uint8_t> out;
   custom_op::PrepareInfo info;
@@ -160,8 +104,8 @@ py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, in
     py::gil_scoped_release no_gil;
     try {
       status = custom_op::prepare_jpeg(bytes.data, bytes.size, options, &out, &info);
-    } catch (const std::bad_alloc&) {
-      status = custom_op::Status{custom_op::StatusCode::kDecodeError, "out of memory"};
+    } catch (...) {
+      status = status_of_current_exception();
     }
   }
   if (!status.ok()) {
@@ -179,18 +123,33 @@ struct ResizeRequest {
   bool antialias;
 };
 
-void check_resize(const ResizeRequest& request) {
-  if (request.scale_num < 1 || request.scale_num > 8 || request.out_height < 1 ||
-      request.out_width < 1 || request.out_height > 65535 || request.out_width > 65535) {
-    throw py::value_error("scale_num must be 1..8 and the output size 1..65535");
+// Checks the int64 values from Python before any of them is narrowed.
+ResizeRequest make_resize(int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias) {
+  if (scale_num < 1 || scale_num > 8 || out_height < 1 || out_width < 1 || out_height > 65535 ||
+      out_width > 65535) {
+    throw py::value_error("scale_num must be 1..8 and the output size 1..65535, got scale_num=" +
+                          std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
+                          std::to_string(out_width));
   }
+  return ResizeRequest{out_height, out_width, static_cast<int>(scale_num), antialias};
+}
+
+// A new [channels, height, width] tensor: contiguous CHW for
+// PixelOrder::kPlanar, else a view of contiguous HWC memory, which is what
+// torchvision's decode_jpeg returns and what libjpeg writes.
+at::Tensor new_output(int64_t channels, int64_t height, int64_t width, custom_op::PixelOrder order) {
+  if (order == custom_op::PixelOrder::kPlanar) {
+    return empty_bytes({channels, height, width});
+  }
+  return empty_bytes({height, width, channels}).permute({2, 0, 1});
 }
 
 // The tensor a decode writes its [channels, height, width] result to: `into`
-// when the caller preallocated it (a slice of the batch's stacked output, so
-// that no stacking copy follows), else a new one.
-at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t height, int64_t width) {
-  return into.defined() ? into : at::empty({channels, height, width}, at::kByte);
+// when the caller preallocated it (a slice of the batch's stacked output, in
+// `order`, so that no stacking copy follows), else a new one.
+at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t height, int64_t width,
+                         custom_op::PixelOrder order) {
+  return into.defined() ? into : new_output(channels, height, width, order);
 }
 
 // Resizes the [1, C, H, W] `input` into `output` (of the requested size)
@@ -215,21 +174,27 @@ void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::
 // channel is dropped.
 custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                               custom_op::ColorMode mode, const ResizeRequest& resize,
-                              const at::Tensor& target) {
-  const at::Tensor rows = at::empty({1, window.height, window.width, 4}, at::kByte);
+                              custom_op::PixelOrder order, const at::Tensor& target) {
+  const custom_op::Status within_limits = decoder->reserve_memory(
+      4 * (window.height * window.width + resize.out_height * resize.out_width));
+  if (!within_limits.ok()) {
+    return within_limits;
+  }
+  const at::Tensor rows = empty_bytes({1, window.height, window.width, 4});
   custom_op::Status status = decoder->decode_rgbx(window, mode, rows.data_ptr<uint8_t>());
   if (!status.ok()) {
     return status;
   }
-  const at::Tensor resized = at::empty({1, resize.out_height, resize.out_width, 4}, at::kByte);
+  const at::Tensor resized = empty_bytes({1, resize.out_height, resize.out_width, 4});
   resize_with_aten(rows.permute({0, 3, 1, 2}), resize, resized.permute({0, 3, 1, 2}));
   const uint8_t* pixels = resized.data_ptr<uint8_t>();
-  uint8_t* planes = target.data_ptr<uint8_t>();
+  uint8_t* out = target.data_ptr<uint8_t>();
   const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
+  const size_t row_step = order == custom_op::PixelOrder::kPlanar ? resize.out_width : resize.out_width * 3;
   for (int64_t row = 0; row < resize.out_height; ++row) {
-    custom_op::detail::split_4_byte_pixels(pixels + row * resize.out_width * 4,
-                                           static_cast<int>(resize.out_width), /*out_channels=*/3,
-                                           planes + row * resize.out_width, plane_size);
+    custom_op::detail::emit_row(pixels + row * resize.out_width * 4, custom_op::detail::RowLayout::kRgbx,
+                                static_cast<int>(resize.out_width), /*out_channels=*/3, order,
+                                out + row * row_step, plane_size);
   }
   return status;
 }
@@ -241,22 +206,28 @@ custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::
 // cannot take).
 custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                                      custom_op::ColorMode mode, int64_t channels,
-                                     const ResizeRequest& resize, const at::Tensor& into,
-                                     at::Tensor* out) {
+                                     const ResizeRequest& resize, custom_op::PixelOrder order,
+                                     const at::Tensor& into, at::Tensor* out) {
   // torchvision returns the input itself for an identity resize.
   const bool identity = resize.out_height == window.height && resize.out_width == window.width;
   if (!identity && decoder->has_rgbx_rows(mode)) {
-    *out = output_tensor(into, channels, resize.out_height, resize.out_width);
-    return resize_rgbx(decoder, window, mode, resize, *out);
+    *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
+    return resize_rgbx(decoder, window, mode, resize, order, *out);
   }
-  at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width)
-                             : at::empty({channels, window.height, window.width}, at::kByte);
-  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>());
+  if (!identity) {
+    const custom_op::Status within_limits = decoder->reserve_memory(channels * window.height * window.width);
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
+  }
+  at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
+                             : new_output(channels, window.height, window.width, order);
+  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>(), order);
   if (!status.ok() || identity) {
     *out = crop;
     return status;
   }
-  *out = output_tensor(into, channels, resize.out_height, resize.out_width);
+  *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
   resize_with_aten(crop.unsqueeze(0), resize, out->unsqueeze(0));
   return status;
 }
@@ -266,8 +237,9 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
 // caller checked its shape). Never throws, and needs no GIL, so the single
 // calls and the batch's threads all run it.
 custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
-                             custom_op::ColorMode mode, const custom_op::Window& window,
-                             const ResizeRequest* resize, const at::Tensor& into, at::Tensor* out) {
+                             custom_op::ColorMode mode, custom_op::PixelOrder order,
+                             const custom_op::Window& window, const ResizeRequest* resize,
+                             const at::Tensor& into, at::Tensor* out) {
   try {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
     custom_op::JpegInfo info;
@@ -281,39 +253,41 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     }
     const int64_t channels = custom_op::output_channels(info, mode);
     if (resize == nullptr) {
-      *out = at::empty({channels, window.height, window.width}, at::kByte);
-      return decoder.decode(window, mode, out->data_ptr<uint8_t>());
+      *out = new_output(channels, window.height, window.width, order);
+      return decoder.decode(window, mode, out->data_ptr<uint8_t>(), order);
     }
     if (into.defined() && into.size(0) != channels) {
       return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
                                "the stacked output has the wrong channel count (this is a bug in custom_op)"};
     }
     if (resize->scale_num == 8) {
-      return decode_then_resize(&decoder, window, mode, channels, *resize, into, out);
+      return decode_then_resize(&decoder, window, mode, channels, *resize, order, into, out);
     }
-    *out = output_tensor(into, channels, resize->out_height, resize->out_width);
+    *out = output_tensor(into, channels, resize->out_height, resize->out_width, order);
     return decoder.decode_resized(window, mode, resize->scale_num,
                                   static_cast<int>(resize->out_height),
                                   static_cast<int>(resize->out_width), resize->antialias,
-                                  out->data_ptr<uint8_t>());
-  } catch (const std::exception& e) {  // bad_alloc and the like: report, do not unwind into a thread.
-    return custom_op::Status{custom_op::StatusCode::kDecodeError, e.what()};
+                                  out->data_ptr<uint8_t>(), order);
+  } catch (...) {  // Report, never unwind into a batch thread or through the GIL release.
+    return status_of_current_exception();
   }
+}
+
+custom_op::PixelOrder pixel_order(bool contiguous) {
+  return contiguous ? custom_op::PixelOrder::kPlanar : custom_op::PixelOrder::kInterleaved;
 }
 
 // One image, with the GIL released while it decodes.
 at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::Window& window,
                          int64_t mode, const custom_op::DecodeOptions& options,
-                         const ResizeRequest* resize) {
+                         const ResizeRequest* resize, bool contiguous) {
   const custom_op::ColorMode color_mode = to_mode(mode);
-  if (resize != nullptr) {
-    check_resize(*resize);
-  }
   at::Tensor out;
   custom_op::Status status;
   {
     py::gil_scoped_release no_gil;
-    status = decode_one(bytes, options, color_mode, window, resize, /*into=*/at::Tensor(), &out);
+    status = decode_one(bytes, options, color_mode, pixel_order(contiguous), window, resize,
+                        /*into=*/at::Tensor(), &out);
   }
   if (!status.ok()) {
     raise_status(function, status);
@@ -321,60 +295,24 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
   return out;
 }
 
-// Runs task(i) for i in [0, count) on `num_threads` threads (the caller's
-// included), each taking the next index when done with one.
-template <typename Task>
-void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
-  std::atomic<size_t> next{0};
-  auto worker = [&]() {
-    for (size_t i = next++; i < count; i = next++) {
-      task(i);
-    }
-  };
-  std::vector<std::thread> threads;
-  const size_t extra = static_cast<size_t>(std::max<int64_t>(num_threads, 1)) - 1;
-  for (size_t t = 0; t < std::min(extra, count); ++t) {
-    try {
-      threads.emplace_back(worker);
-    } catch (const std::system_error&) {
-      break;  // No more threads to be had: the ones running finish the work.
-    }
-  }
-  worker();
-  for (std::thread& thread : threads) {
-    thread.join();
-  }
-}
-
-// The bytes of every batch member, borrowed for the whole call.
-std::vector<BorrowedBytes> borrow_all(const py::sequence& datas) {
-  std::vector<BorrowedBytes> borrowed;
-  borrowed.reserve(datas.size());
-  const py::object tensor_class = py::module_::import("torch").attr("Tensor");
-  for (const py::handle item : datas) {
-    if (py::isinstance(item, tensor_class)) {
-      borrowed.emplace_back(py::cast<at::Tensor>(item));
-    } else {
-      borrowed.emplace_back(py::reinterpret_borrow<py::buffer>(item));
-    }
-  }
-  return borrowed;
-}
-
 // The per-image [C, H, W] views of the batch's preallocated N x C x H x W
-// output, or undefined tensors when there is none.
+// output (contiguous, or channels_last for interleaved pixels), or undefined
+// tensors when there is none.
 std::vector<at::Tensor> slices_of(const std::optional<at::Tensor>& stacked, size_t count,
-                                  int64_t out_height, int64_t out_width) {
+                                  int64_t out_height, int64_t out_width, custom_op::PixelOrder order) {
   std::vector<at::Tensor> slices(count);
   if (!stacked.has_value()) {
     return slices;
   }
   const at::Tensor& out = *stacked;
-  const bool fits = out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous() &&
+  const at::MemoryFormat format = order == custom_op::PixelOrder::kPlanar
+                                       ? at::MemoryFormat::Contiguous
+                                       : at::MemoryFormat::ChannelsLast;
+  const bool fits = out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous(format) &&
                     out.dim() == 4 && out.size(0) == static_cast<int64_t>(count) &&
                     out.size(2) == out_height && out.size(3) == out_width;
   if (!fits || out_height < 1) {
-    throw py::value_error("out must be a contiguous uint8 N x C x size tensor (this is a bug in custom_op)");
+    throw py::value_error("out must be a uint8 N x C x size tensor in the requested memory format (this is a bug in custom_op)");
   }
   for (size_t i = 0; i < count; ++i) {
     slices[i] = out.select(0, static_cast<int64_t>(i));
@@ -389,7 +327,8 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
                                      int64_t out_width, int64_t mode, bool antialias,
                                      bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t num_threads, bool seek,
-                                     const std::optional<at::Tensor>& out) {
+                                     const std::optional<at::Tensor>& out, bool contiguous,
+                                     int64_t max_memory) {
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
@@ -397,20 +336,21 @@ std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vecto
   }
   std::vector<ResizeRequest> requests;
   for (size_t i = 0; resize && i < count; ++i) {
-    requests.push_back(ResizeRequest{out_height, out_width, static_cast<int>(scale_nums[i]), antialias});
-    check_resize(requests.back());
+    requests.push_back(make_resize(out_height, out_width, scale_nums[i], antialias));
   }
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, true, seek);
+  const custom_op::DecodeOptions options =
+      make_options(strict, max_pixels, max_scans, max_memory, true, seek);
   const std::vector<BorrowedBytes> inputs = borrow_all(datas);
-  const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width);
+  const custom_op::PixelOrder order = pixel_order(contiguous);
+  const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width, order);
   std::vector<at::Tensor> outputs(count);
   std::vector<custom_op::Status> statuses(count);
   {
     py::gil_scoped_release no_gil;
     run_in_parallel(count, num_threads, [&](size_t i) {
       const custom_op::Window window{boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]};
-      statuses[i] = decode_one(inputs[i].span(), options, color_mode, window,
+      statuses[i] = decode_one(inputs[i].span(), options, color_mode, order, window,
                                resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
     });
   }
@@ -434,37 +374,44 @@ void def_single_image_functions(py::module_& m) {
   m.def(
       "decode_and_crop_jpeg",
       [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges) {
+         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges, bool contiguous,
+         int64_t max_memory) {
         const BorrowedBytes bytes(data);
         return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                             make_options(strict, max_pixels, max_scans, exact_edges, seek),
-                             /*resize=*/nullptr);
+                             make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
+                             /*resize=*/nullptr, contiguous);
       },
       py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
       py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true);
+      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true,
+      py::arg("contiguous") = false, py::arg("max_memory") = custom_op::Limits{}.max_memory);
   m.def("decode_and_resized_crop_jpeg",
         [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
            int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans, bool seek) {
+           int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
           const BorrowedBytes bytes(data);
-          const ResizeRequest request{out_height, out_width, static_cast<int>(scale_num), antialias};
+          const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
           return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                               make_options(strict, max_pixels, max_scans, true, seek), &request);
+                               make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                               &request, contiguous);
         },
         py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
         py::arg("crop_width"), py::arg("out_height"), py::arg("out_width"), py::arg("scale_num"),
         py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-        py::arg("max_scans"), py::arg("seek") = true);
+        py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false,
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
   m.def("restart_geometry", [](const Data& data) {
     const BorrowedBytes bytes(data);
     return restart_geometry(bytes.span());
   });
-  m.def("prepare_jpeg", [](const Data& data, int64_t max_pixels, int64_t max_scans,
-                           int64_t segment_width) {
-    const BorrowedBytes bytes(data);
-    return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width);
-  });
+  m.def("prepare_jpeg",
+        [](const Data& data, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
+           int64_t max_memory) {
+          const BorrowedBytes bytes(data);
+          return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width, max_memory);
+        },
+        py::arg("data"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("segment_width"),
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
 }
 
 }  // namespace
@@ -473,7 +420,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "custom_op's native core; use the functions of the custom_op package instead.";
   // Bad data raises the Python class defined in custom_op/_errors.py, so that
   // it pickles by a stable name across DataLoader worker processes.
-  static py::object error_class = py::module_::import("custom_op._errors").attr("JpegDecodeError");
+  // The handle is leaked on purpose: a static py::object would be destroyed
+  // after the interpreter finalised, decrementing a reference it no longer
+  // owns. The class lives as long as its module anyway.
+  static const py::handle error_class =
+      py::object(py::module_::import("custom_op._errors").attr("JpegDecodeError")).release();
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) {
@@ -494,5 +445,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("decode_batch", &decode_batch, py::arg("datas"), py::arg("boxes"), py::arg("scale_nums"),
         py::arg("out_height"), py::arg("out_width"), py::arg("mode"), py::arg("antialias"),
         py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("num_threads"),
-        py::arg("seek") = true, py::arg("out") = py::none());
+        py::arg("seek") = true, py::arg("out") = py::none(), py::arg("contiguous") = false,
+        py::arg("max_memory") = custom_op::Limits{}.max_memory);
+  m.attr("DEFAULT_MAX_MEMORY") = custom_op::Limits{}.max_memory;
+  m.def("_intra_op_threads_in_batch", &intra_op_threads_in_batch, py::arg("num_threads"));
 }

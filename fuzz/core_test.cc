@@ -14,9 +14,12 @@
 //   - a whole decode writes every output byte and is deterministic;
 //   - when the whole decode succeeds, every window succeeds too and equals
 //     the same window of the whole decode, bit for bit;
-//   - max_pixels and max_scans fail with their names in the message;
+//   - max_pixels, max_scans and max_memory fail with their names in the
+//     message, max_memory before decoding anything, and windows whose sums
+//     overflow int64 are refused without undefined behaviour;
 //   - a prepared copy decodes to exactly the pixels of its original, and
-//     seeking (on by default) gives the same windows as seek=false.
+//     seeking (on by default) gives the same windows as seek=false;
+//   - HWC (interleaved) output holds the same pixels as CHW planes.
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -102,7 +105,7 @@ struct Decoded {
 // 0) into a buffer of exactly the right size, pre-filled with `fill` so that
 // unwritten bytes show up. ASan catches writes past its end.
 Decoded decode(const Bytes& file, Window window, ColorMode mode, const DecodeOptions& options,
-               uint8_t fill) {
+               uint8_t fill, custom_op::PixelOrder order = custom_op::PixelOrder::kPlanar) {
   Decoded result;
   JpegDecoder decoder(file.data(), file.size(), options);
   result.status = decoder.read_header(&result.info);
@@ -115,8 +118,20 @@ Decoded decode(const Bytes& file, Window window, ColorMode mode, const DecodeOpt
   result.pixels.assign(static_cast<size_t>(custom_op::output_channels(result.info, mode)) *
                            static_cast<size_t>(window.height * window.width),
                        fill);
-  result.status = decoder.decode(window, mode, result.pixels.data());
+  result.status = decoder.decode(window, mode, result.pixels.data(), order);
   return result;
+}
+
+// HWC pixels rearranged into CHW planes.
+Bytes to_planes(const Bytes& interleaved, int channels) {
+  Bytes out(interleaved.size());
+  const size_t pixels = interleaved.size() / static_cast<size_t>(channels);
+  for (size_t i = 0; i < pixels; ++i) {
+    for (int c = 0; c < channels; ++c) {
+      out[c * pixels + i] = interleaved[i * channels + c];
+    }
+  }
+  return out;
 }
 
 // The window `w` cut out of a whole decode, plane by plane.
@@ -185,6 +200,10 @@ std::vector<Window> bad_windows_for(const JpegInfo& info) {
       Window{0, 0, 0, w},  Window{0, 0, h, 0},     Window{-1, 0, 1, 1},
       Window{0, -1, 1, 1}, Window{h, 0, 1, 1},     Window{0, w, 1, 1},
       Window{0, 0, h + 1, w}, Window{0, 0, h, w + 1}, Window{1, 1, h, w},
+      // Sums of these overflow int64; UBSan reports it if the check forms them.
+      Window{INT64_MAX, 0, 1, 1}, Window{0, 0, INT64_MAX, INT64_MAX},
+      Window{1, 1, INT64_MAX, INT64_MAX}, Window{INT64_MIN, INT64_MIN, 1, 1},
+      Window{0, 0, INT64_MIN, INT64_MIN}, Window{h - 1, w - 1, INT64_MAX, INT64_MAX},
   };
 }
 
@@ -289,6 +308,12 @@ bool check_file(const std::string& name, const Bytes& file, ColorMode mode, bool
     const Decoded ordinary = decode(file, window, mode, sequential, 0xa5);
     c.expect(!ordinary.status.ok() || crop.pixels == ordinary.pixels,
              describe(window) + " differs between seek=true and seek=false");
+    // HWC output (libjpeg writing into it directly when the region is the
+    // window) holds the same pixels as the planes.
+    const Decoded hwc = decode(file, window, mode, options, 0x3c, custom_op::PixelOrder::kInterleaved);
+    c.expect(hwc.status.ok(), describe(window) + " failed in HWC order: " + hwc.status.message);
+    c.expect(!hwc.status.ok() || to_planes(hwc.pixels, channels) == crop.pixels,
+             describe(window) + " differs between HWC and CHW order");
   }
   return c.passed();
 }
@@ -378,7 +403,7 @@ std::vector<size_t> scan_offsets(const Bytes& file) {
   return {};
 }
 
-// max_pixels and max_scans, once per file.
+// max_pixels, max_scans and max_memory, once per file.
 bool check_limits(const std::string& name, const Bytes& file) {
   Case c(name + " [limits]");
   DecodeOptions options;
@@ -416,6 +441,31 @@ bool check_limits(const std::string& name, const Bytes& file) {
     c.expect(!result.status.ok() && result.status.message.find("max_scans") != std::string::npos,
              "max_scans=1 on a progressive file gave: " +
                  (result.status.ok() ? std::string("success") : result.status.message));
+  }
+  // max_memory: one byte below the estimate read_header makes is refused,
+  // with the needed value in the message, before anything is decoded; the
+  // estimate itself is accepted (and libjpeg's own accounting agrees).
+  options = DecodeOptions{};
+  options.limits.max_pixels = kMaxPixels;
+  options.limits.max_memory = 1;
+  {
+    JpegDecoder decoder(file.data(), file.size(), options);
+    JpegInfo unused;
+    const Status status = decoder.read_header(&unused);
+    const size_t at = status.message.find("pass max_memory=");
+    c.expect(!status.ok() && at != std::string::npos, "max_memory=1 gave: " + status.message);
+    if (pixels <= kMaxPixels && at != std::string::npos) {
+      const int64_t needed = std::stoll(status.message.substr(at + 16));
+      options.limits.max_memory = needed - 1;
+      JpegDecoder below(file.data(), file.size(), options);
+      const Status refused = below.read_header(&unused);
+      c.expect(!refused.ok() && refused.message.find("max_memory") != std::string::npos,
+               "max_memory one below the estimate gave: " + refused.message);
+      options.limits.max_memory = needed;
+      const Decoded whole = decode(file, Window{}, ColorMode::kRgb, options, 0);
+      c.expect(whole.status.message.find("max_memory") == std::string::npos,
+               "the estimate itself was refused: " + whole.status.message);
+    }
   }
   return c.passed();
 }

@@ -8,7 +8,8 @@
 //   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 6: prepare
 //                the file first (csrc/prepare.h), check that the prepared copy
 //                decodes to the same pixels, and decode the copy (its windows
-//                take the restart-marker seek path); bit 5: seek = false
+//                take the restart-marker seek path); bit 5: seek = false;
+//                bit 4: HWC output instead of CHW planes
 //   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
 //                bit 3: the whole image, bit 4: decode_resized() instead of
 //                decode(), bits 5-6: its DCT scale (1, 2, 4 or 8 eighths),
@@ -26,9 +27,14 @@ namespace {
 
 // Larger inputs only make each run slower without reaching new code.
 constexpr size_t kMaxInputSize = 1 << 20;
-// A 16384 x 16384 progressive file needs 1.5 GB of coefficients; this keeps
-// every run well inside -rss_limit_mb and -timeout (libjpeg-turbo's own
-// fuzzers cap images at 1048576 pixels for the same reason).
+// Working memory is bounded by max_memory, left at the default users get
+// (256 MiB). Pixels are capped far below the users' 2^28: the output, which
+// max_memory does not count, and the time of a whole decode grow with them,
+// and the fuzzer finds headers of the largest size allowed. 2^26 pixels (an
+// 8192 x 8192 image, where max_memory refuses a progressive 4:4:4 header)
+// cut the executions per minute by 8; 2^22 keeps every run fast and inside
+// -rss_limit_mb (libjpeg-turbo's own fuzzers cap images at 1048576 pixels).
+// core_test and tests/test_hostile.py check max_memory itself.
 constexpr int64_t kMaxPixels = int64_t{1} << 22;
 constexpr size_t kParamBytes = 6;
 
@@ -79,6 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   custom_op::DecodeOptions options;
   options.strict = (param[5] & 0x04) != 0;
   options.limits.max_pixels = kMaxPixels;
+  options.limits.max_memory = custom_op::Limits{}.max_memory;  // The users' default, said explicitly.
   if (param[4] & 0x80) {
     options.limits.max_scans = 1 + (param[4] & 0x0f);
   }
@@ -127,11 +134,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                           static_cast<size_t>(out_height) * static_cast<size_t>(out_width);
   // Not zeroed, so that MemorySanitizer knows which bytes decode() wrote.
   std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
+  const custom_op::PixelOrder order =
+      (param[4] & 0x10) ? custom_op::PixelOrder::kInterleaved : custom_op::PixelOrder::kPlanar;
   const custom_op::Status status =
       resized ? decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
                                        out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
-                                       out.get())
-              : decoder.decode(window, mode, out.get());
+                                       out.get(), order)
+              : decoder.decode(window, mode, out.get(), order);
   if (!status.ok()) {
     return 0;
   }

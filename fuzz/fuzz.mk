@@ -20,8 +20,9 @@
 # (libjpeg62-turbo 2.1.5), built without sanitizers. ASan checks every access
 # our code makes (emit_row reading libjpeg's row buffer, writing the output)
 # and intercepts libjpeg's malloc, memcpy and memset, but not the loads and
-# stores inside libjpeg; and libFuzzer's coverage counts only jpeg_decoder.h
-# and the drivers, so it steers by our branches, not libjpeg's. That is the
+# stores inside libjpeg; and libFuzzer's coverage counts only the core's
+# headers (custom_op/csrc/*.h) and the drivers, so it steers by our branches,
+# not libjpeg's. That is the
 # right scope for this project: libjpeg-turbo is fuzzed by OSS-Fuzz.
 
 PY ?= .venv/bin/python

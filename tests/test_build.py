@@ -284,7 +284,8 @@ def test_build_key_covers_the_jpeg_prefix(monkeypatch, tmp_path):
 def test_build_key_covers_every_header():
     """A header left out of the key would let an edit to it load the stale build."""
     headers = {str(path.relative_to(_build_config.PACKAGE_DIR))
-               for path in (_build_config.PACKAGE_DIR / "csrc").glob("*.h")}
+               for folder in ("csrc", "binding")
+               for path in (_build_config.PACKAGE_DIR / folder).glob("*.h")}
     assert set(_build_config.HEADERS) == headers
 
 

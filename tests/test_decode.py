@@ -78,14 +78,18 @@ def marker_offsets(data: bytes) -> list[tuple[int, int]]:
 # ---------------------------------------------------------------- exactness
 
 
+@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "chw"])
 @pytest.mark.parametrize("mode", MODES)
-def test_crop_equals_window_of_full_decode(corpus_case: JpegCase, mode: str) -> None:
+def test_crop_equals_window_of_full_decode(corpus_case: JpegCase, mode: str,
+                                           contiguous: bool) -> None:
+    # The reference is the default layout's full decode, so the contiguous
+    # windows also show that both layouts hold the same pixels.
     data = corpus_case.data
     full = full_decode(data, mode)
     windows = windows_for(corpus_case.id, corpus_case.height, corpus_case.width)
 
     def decode(data, y, x, h, w):
-        return custom_op.decode_and_crop_jpeg(data, y, x, h, w, mode=mode)
+        return custom_op.decode_and_crop_jpeg(data, y, x, h, w, mode=mode, contiguous=contiguous)
 
     failures = mismatches(data, windows, full, decode)
     assert not failures, report(failures, len(windows))
@@ -222,16 +226,33 @@ def test_jpeg_size_matches_pillow(corpus_case: JpegCase) -> None:
     assert (height, width) == (corpus_case.height, corpus_case.width)
 
 
+def has_layout(tensor: torch.Tensor, contiguous: bool) -> bool:
+    """Whether a [C, H, W] result is contiguous CHW, or (default) a view of contiguous HWC memory."""
+    if contiguous:
+        return tensor.is_contiguous()
+    return tensor.permute(1, 2, 0).is_contiguous() and tensor.stride(0) == 1
+
+
+@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "chw"])
 @pytest.mark.parametrize("mode", MODES)
-def test_shape_dtype_and_layout(corpus_case: JpegCase, mode: str) -> None:
+def test_shape_dtype_and_layout(corpus_case: JpegCase, mode: str, contiguous: bool) -> None:
     expected_channels = {"rgb": 3, "gray": 1, "unchanged": corpus_case.channels}[mode]
     h, w = (corpus_case.height + 1) // 2, (corpus_case.width + 2) // 3
     y, x = corpus_case.height - h, corpus_case.width - w
-    crop = custom_op.decode_and_crop_jpeg(corpus_case.data, y, x, h, w, mode=mode)
+    crop = custom_op.decode_and_crop_jpeg(corpus_case.data, y, x, h, w, mode=mode,
+                                          contiguous=contiguous)
     assert crop.shape == (expected_channels, h, w)
     assert crop.dtype == torch.uint8
-    assert crop.is_contiguous()
+    assert has_layout(crop, contiguous), crop.stride()
     assert crop.device.type == "cpu"
+
+
+@pytest.mark.filterwarnings("ignore:The image decoding and encoding:DeprecationWarning")
+def test_default_layout_is_torchvisions(pillow_photo: bytes) -> None:
+    ours = custom_op.decode_and_crop_jpeg(pillow_photo, 0, 0, 533, 800)
+    theirs = torchvision.io.decode_jpeg(torch.frombuffer(bytearray(pillow_photo), dtype=torch.uint8))
+    assert ours.stride() == theirs.stride() == (1, 800 * 3, 3)
+    assert torch.equal(ours, theirs)
 
 
 @pytest.mark.parametrize("spelling", ["RGB", "Rgb", "GRAY", "Gray", "UNCHANGED", "UnChanged"])

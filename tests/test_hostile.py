@@ -291,7 +291,7 @@ def _check_file(data: bytes, mode: str, strict: bool) -> None:
             continue
         assert out.dtype == torch.uint8
         assert tuple(out.shape) == (expected_channels, h, w)
-        assert out.is_contiguous()
+        assert out.permute(1, 2, 0).is_contiguous()  # the default layout: HWC memory
 
 
 @pytest.mark.parametrize("strict", [True, False], ids=["strict", "lenient"])
@@ -455,3 +455,321 @@ def _regression_files() -> list:
 @pytest.mark.parametrize("path", _regression_files())
 def test_fuzz_regression(path: pathlib.Path, mode: str, strict: bool) -> None:
     _check_file(path.read_bytes(), mode, strict)
+
+
+# ---------------------------------------------------------------- memory, overflow, errors, threads
+
+_REPO = pathlib.Path(__file__).resolve().parents[1]
+# The refusals below must not depend on how much the header claims.
+MEMORY_REFUSAL_SECONDS = 0.05
+MEMORY_REFUSAL_RSS_BYTES = 64 << 20
+
+
+def _flat_progressive(size: int, progressive: bool = True) -> bytes:
+    """A valid 4:2:0 file of size x size mid-gray pixels.
+
+    Progressive: one DC scan whose Huffman table has a single one-bit code,
+    for a difference of 0: one zero bit per block. libjpeg still needs its
+    whole-image coefficient buffer (768 MiB at 16384 x 16384) for the
+    file's 786 KiB. Baseline: the same with an AC table whose one code is
+    end-of-block, two bits per block.
+    """
+    def segment(marker: int, body: bytes) -> bytes:
+        return bytes([0xFF, marker]) + (len(body) + 2).to_bytes(2, "big") + body
+
+    components = bytes([1, 0x22, 0, 2, 0x11, 0, 3, 0x11, 0])
+    one_code = bytes([1] + [0] * 15) + b"\x00"  # one code of one bit, for the symbol 0
+    tables = b"\x00" + one_code + (b"" if progressive else b"\x10" + one_code)
+    header = (b"\xff\xd8" + segment(0xDB, b"\x00" + bytes([1] * 64))
+              + segment(0xC2 if progressive else 0xC0,
+                        bytes([8]) + size.to_bytes(2, "big") * 2 + bytes([3]) + components)
+              + segment(0xC4, tables)
+              + segment(0xDA, bytes([3, 1, 0, 2, 0, 3, 0, 0, 0 if progressive else 63, 0])))
+    blocks = (size // 16) ** 2 * 6 * (1 if progressive else 2)
+    data = bytearray(blocks // 8)
+    if blocks % 8:
+        data.append(0xFF >> (blocks % 8))  # the last bits are padding ones
+    return header + bytes(data) + b"\xff\xd9"
+
+
+def _run_python(code: str, timeout: float = 120) -> str:
+    """Runs `code` in a fresh interpreter (for limits and crashes that must not
+    touch this process); returns its stdout, failing on a non-zero exit."""
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=_REPO)
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.parametrize("progressive", [True, False])
+def test_flat_file_is_valid(progressive: bool) -> None:
+    data = _flat_progressive(64, progressive)
+    out = custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 64)  # strict: no warning
+    assert torch.equal(out, torch.full((3, 64, 64), 128, dtype=torch.uint8))
+
+
+_HUGE_PROGRESSIVE = ("flat16384-strict", "patched16384-lenient")
+
+
+@pytest.mark.parametrize("case", _HUGE_PROGRESSIVE)
+def test_huge_progressive_refused_by_max_memory_then_accepted(case: str) -> None:
+    """Both 16384 x 16384 progressive cases: refused by default in under 50 ms
+    with the process's peak RSS growing by less than 64 MiB, then decoded
+    when max_memory is raised to the value the message names."""
+    out = _run_python(f"""
+import re, resource, time, torch, custom_op, test_hostile, jpegenc
+case = {case!r}
+if case.startswith("flat"):
+    data, strict = test_hostile._flat_progressive(16384), True
+else:
+    small = jpegenc.encode(test_hostile._pixels(72, 104, 3, 1), progressive=True)
+    data, strict = test_hostile._patch_sof(small, height=16384, width=16384), False
+custom_op.decode_and_crop_jpeg(test_hostile._flat_progressive(64), 0, 0, 8, 8)  # warm
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+start = time.perf_counter()
+try:
+    custom_op.decode_and_crop_jpeg(data, 100, 200, 64, 64, strict=strict)
+    raise SystemExit("not refused")
+except custom_op.JpegDecodeError as error:
+    seconds, message = time.perf_counter() - start, str(error)
+growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak
+needed = int(re.search(r"pass max_memory=(\\d+)", message).group(1))
+crop = custom_op.decode_and_crop_jpeg(data, 100, 200, 64, 64, strict=strict, max_memory=needed)
+assert crop.shape == (3, 64, 64), crop.shape
+print(seconds, growth, needed, repr(message))
+""")
+    seconds, growth, needed, message = out.split(" ", 3)
+    assert "max_memory=268435456" in message and "pass max_memory=" in message
+    assert float(seconds) < MEMORY_REFUSAL_SECONDS
+    assert int(growth) < MEMORY_REFUSAL_RSS_BYTES
+    assert int(needed) >= 768 << 20  # the coefficient buffer alone
+
+
+@pytest.mark.parametrize("function", ["crop", "resized", "batch", "prepare"])
+def test_max_memory_is_honoured_by_every_path(function: str) -> None:
+    """A 2048 x 2048 progressive file needs about 12 MiB of coefficients;
+    prepare needs them for a baseline file too."""
+    data = _flat_progressive(2048, progressive=function != "prepare")
+    calls = {
+        "crop": lambda **kw: custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 64, **kw),
+        "resized": lambda **kw: custom_op.decode_and_resized_crop_jpeg(data, 0, 0, 512, 512, 64, **kw),
+        "batch": lambda **kw: custom_op.decode_and_crop_jpeg_batch([data], [(0, 0, 64, 64)], size=32,
+                                                                   **kw),
+        "prepare": lambda **kw: custom_op.prepare_jpeg(data, **kw),
+    }
+    with pytest.raises(custom_op.JpegDecodeError, match=r"more than max_memory=8388608; pass max_memory="):
+        calls[function](max_memory=8 << 20)
+    assert calls[function](max_memory=64 << 20) is not None
+    assert calls[function]() is not None  # the default holds it
+
+
+def test_resize_buffers_count_against_max_memory() -> None:
+    """A baseline file needs no coefficient buffer; resizing a large window
+    to a large size needs custom_op's own buffers, which are counted too."""
+    data = jpegenc.encode(_pixels(512, 512, 3, 5))
+    custom_op.decode_and_resized_crop_jpeg(data, 0, 0, 512, 512, 4000, max_memory=1 << 30)
+    with pytest.raises(custom_op.JpegDecodeError, match="max_memory"):
+        custom_op.decode_and_resized_crop_jpeg(data, 0, 0, 512, 512, 4000, max_memory=16 << 20)
+
+
+@pytest.mark.parametrize("value", [0, -1, -2**63, True, 1.5])
+def test_bad_max_memory(value) -> None:
+    with pytest.raises((TypeError, ValueError), match="max_memory"):
+        custom_op.decode_and_crop_jpeg(_flat_progressive(16), 0, 0, 1, 1, max_memory=value)
+
+
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -2**63
+_EXTREME_WINDOWS = [(_INT64_MAX, 0, 1, 1), (0, _INT64_MAX, 1, 1), (0, 0, _INT64_MAX, 1),
+                    (0, 0, 1, _INT64_MAX), (1, 1, _INT64_MAX, _INT64_MAX),
+                    (_INT64_MAX, _INT64_MAX, _INT64_MAX, _INT64_MAX), (_INT64_MIN, 0, 1, 1),
+                    (0, 0, _INT64_MIN, 1), (-1, -1, 2, 2), (5, 5, -3, 10), (63, 0, _INT64_MAX - 62, 1)]
+
+
+@pytest.mark.parametrize("window", _EXTREME_WINDOWS)
+def test_native_window_check_with_extreme_ints(window) -> None:
+    """The binding's own checks (direct _C calls skip the Python ones) must
+    not form sums that overflow int64."""
+    data = _flat_progressive(64)
+    with pytest.raises(ValueError, match="does not fit"):
+        custom_op._C.decode_and_crop_jpeg(data, *window, 0, True, 1 << 28, 256)
+    with pytest.raises(ValueError, match="does not fit"):
+        custom_op._C.decode_and_resized_crop_jpeg(data, *window, 8, 8, 8, True, 0, True, 1 << 28, 256)
+    with pytest.raises(ValueError, match="does not fit"):
+        custom_op._C.decode_batch([data], list(window), [], 0, 0, 0, True, True, 1 << 28, 256, 1)
+
+
+@pytest.mark.parametrize("out_height, out_width, scale_num", [
+    (_INT64_MAX, 8, 8), (8, _INT64_MIN, 8), (8, 8, 2**32 + 4), (8, 8, -2**32 + 4), (8, 8, _INT64_MAX),
+    (2**32 + 8, 8, 8)])
+def test_native_resize_arguments_with_extreme_ints(out_height: int, out_width: int,
+                                                   scale_num: int) -> None:
+    data = _flat_progressive(64)
+    with pytest.raises(ValueError, match="scale_num must be 1..8"):
+        custom_op._C.decode_and_resized_crop_jpeg(data, 0, 0, 8, 8, out_height, out_width, scale_num,
+                                                  True, 0, True, 1 << 28, 256)
+    with pytest.raises(ValueError, match="scale_num must be 1..8"):
+        custom_op._C.decode_batch([data], [0, 0, 8, 8], [scale_num], out_height, out_width, 0, True,
+                                  True, 1 << 28, 256, 1)
+
+
+@pytest.mark.parametrize("limit", [_INT64_MAX, 2**62])
+def test_native_limits_and_segment_width_with_extreme_ints(limit: int) -> None:
+    data = jpegenc.encode(_pixels(64, 80, 3, 2))
+    out = custom_op._C.decode_and_crop_jpeg(data, 0, 0, 8, 8, 0, True, limit, limit, max_memory=limit)
+    assert out.shape == (3, 8, 8)
+    prepared, interval, _ = custom_op._C.prepare_jpeg(data, limit, limit, limit, max_memory=limit)
+    assert interval == 5  # one segment per MCU row: the widest there is
+    assert torch.equal(custom_op.decode_and_crop_jpeg(prepared, 0, 0, 64, 80),
+                       custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 80))
+    for bad in (0, -1, _INT64_MIN):
+        with pytest.raises(ValueError, match="positive"):
+            custom_op._C.decode_and_crop_jpeg(data, 0, 0, 8, 8, 0, True, 1 << 28, 256, max_memory=bad)
+
+
+_OUT_OF_MEMORY = """
+import resource, torch, custom_op, test_hostile
+data = test_hostile._flat_progressive(16384)
+baseline = test_hostile._flat_progressive(16384, progressive=False)  # prepare keeps its coefficients
+small = test_hostile._flat_progressive(64, progressive=False)
+custom_op.decode_and_crop_jpeg(small, 0, 0, 8, 8)
+custom_op.prepare_jpeg(small)
+with open("/proc/self/statm") as statm:
+    mapped = int(statm.read().split()[0]) * resource.getpagesize()
+# Room for small allocations, not for 768 MiB of coefficients or an 805 MB output.
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.RLIM_INFINITY))
+calls = {
+    "libjpeg": lambda: custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 64, max_memory=1 << 40),
+    "output": lambda: custom_op.decode_and_crop_jpeg(data, 0, 0, 16384, 16384, max_memory=1 << 40),
+    "batch": lambda: custom_op.decode_and_crop_jpeg_batch([small, data], [(0, 0, 8, 8), (0, 0, 64, 64)],
+                                                          size=8, max_memory=1 << 40),
+    "prepare": lambda: custom_op.prepare_jpeg(baseline, max_memory=1 << 40),
+}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "no-error")
+    except MemoryError as error:
+        print(name, "MemoryError", str(error).split("(")[0].replace(" ", "_"))
+    except Exception as error:
+        print(name, type(error).__name__, str(error).replace(" ", "_"))
+"""
+
+
+def test_allocation_failures_raise_memory_error_not_decode_error() -> None:
+    """With max_memory raised past what the process may map (RLIMIT_AS), the
+    allocation itself fails, in libjpeg or in ATen: that is MemoryError, so
+    code that skips undecodable files does not skip good ones, and prepare
+    does not call them refused."""
+    results = dict(line.split(" ", 1) for line in _run_python(_OUT_OF_MEMORY).splitlines())
+    assert set(results) == {"libjpeg", "output", "batch", "prepare"}
+    for name, result in results.items():
+        assert result.startswith("MemoryError "), f"{name}: {result}"
+
+
+def test_inconsistent_stacked_output_is_reported_as_a_bug() -> None:
+    """A stacked output of the wrong channel count is a state the Python layer
+    never creates: the binding refuses it, saying so, and never as bad data."""
+    data = jpegenc.encode(_pixels(64, 80, 3, 2))
+    wrong = torch.empty((1, 1, 8, 8), dtype=torch.uint8, memory_format=torch.channels_last)
+    with pytest.raises(ValueError, match="bug in custom_op"):
+        custom_op._C.decode_batch([data], [0, 0, 16, 16], [8], 8, 8, 0, True, True, 1 << 28, 256, 1,
+                                  True, wrong)
+
+
+_SET_WHILE_DECODING = """
+import threading, time, torch, custom_op, jpegenc, test_hostile
+pixels = test_hostile._pixels(2048, 2048, 3, 4)
+data = torch.frombuffer(bytearray(jpegenc.encode(pixels, progressive=True, quality=95)), dtype=torch.uint8)
+expected = custom_op.decode_and_crop_jpeg(data.clone(), 0, 0, 2048, 2048)
+result = {}
+def decode():
+    result["out"] = custom_op.decode_and_crop_jpeg(data, 0, 0, 2048, 2048)
+for _ in range(3):
+    worker = threading.Thread(target=decode)
+    worker.start()
+    time.sleep(0.01)
+    keep = data.clone()
+    data.set_(torch.empty(0, dtype=torch.uint8))  # frees the bytes unless the decode holds them
+    junk = [torch.full((len(keep),), 0x55, dtype=torch.uint8) for _ in range(4)]
+    worker.join()
+    assert torch.equal(result["out"], expected)
+    data = keep
+print("ok")
+"""
+
+
+def test_tensor_set_while_decoding_keeps_the_bytes_alive() -> None:
+    """The decode reads the tensor's bytes with the GIL released; another
+    thread's set_() must not free them (the storage is held for the call)."""
+    assert _run_python(_SET_WHILE_DECODING).strip() == "ok"
+
+
+def test_exit_after_a_decode_error_is_clean() -> None:
+    """The exception class the module keeps must not be released after the
+    interpreter finalised."""
+    out = _run_python("""
+import custom_op
+try:
+    custom_op.decode_and_crop_jpeg(b"not a jpeg", 0, 0, 1, 1)
+except custom_op.JpegDecodeError:
+    print("raised")
+""")
+    assert out.strip() == "raised"
+
+
+def _thread_count() -> int:
+    with open("/proc/self/status") as status:
+        return int(next(line for line in status if line.startswith("Threads:")).split()[1])
+
+
+@pytest.mark.parametrize("num_threads", [1, 2, 4])
+def test_batch_threads_run_aten_on_themselves(num_threads: int) -> None:
+    """ATen sizes the OpenMP team of a parallel kernel (the resize) by the
+    calling thread's setting: inside the batch it is 1 on every thread, so
+    N batch threads never start N teams; outside, torch's setting is intact."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        seen = custom_op._C._intra_op_threads_in_batch(num_threads)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+    assert seen == [1] * len(seen)
+    assert after == 4
+
+
+def test_batch_threads_do_not_start_openmp_teams() -> None:
+    """The same, seen from outside: with 4 torch threads and num_threads=4, at
+    most the 3 extra batch threads appear while resizing. (torch 2.14's uint8
+    resize starts no team for one image anyway; the check above is the one
+    that fails without the bound, this one guards against kernels that do.)"""
+    datas = [jpegenc.encode(_pixels(375, 500, 3, seed)) for seed in range(4)] * 16
+    boxes = [(0, 0, 375, 500)] * len(datas)  # resized 1.7x: full scale, ATen's kernel
+    previous = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        torch.nn.functional.interpolate(torch.rand(1, 3, 300, 300), size=(100, 100))  # start the team
+        baseline, peak, running = _thread_count(), 0, True
+
+        def watch() -> None:
+            nonlocal peak
+            while running:
+                peak = max(peak, _thread_count())
+                time.sleep(0.0005)
+
+        import threading
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        baseline += 1
+        for _ in range(3):
+            out = custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=224, num_threads=4)
+        running = False
+        watcher.join()
+    finally:
+        torch.set_num_threads(previous)
+    assert out.shape == (len(datas), 3, 224, 224)
+    assert peak - baseline <= 3, f"{peak - baseline} threads appeared during the batch"

@@ -123,7 +123,7 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
     assert len(list((tmp_path / "cache" / "custom_op").glob("*/_C*.so"))) == 1
     # No build folder inside site-packages: the package's own folders only.
     assert sorted(p.name for p in package.iterdir() if p.is_dir()) == [
-        "__pycache__", "_prebuilt", "csrc", "datasets", "prepare"]
+        "__pycache__", "_prebuilt", "binding", "csrc", "datasets", "prepare"]
 
     removed = venv.pip("uninstall", "--yes", "custom_op", env=env, cwd=elsewhere)
     assert removed.returncode == 0, removed.stderr

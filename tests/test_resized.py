@@ -149,10 +149,34 @@ def test_scale_choice(window, size, expected: int) -> None:
 def test_public_function_uses_the_chosen_scale(files, mode: str, channels: int) -> None:
     data = files["cmyk"]
     ours = custom_op.decode_and_resized_crop_jpeg(data, *WINDOW, OUT, mode=mode)
-    assert ours.shape == (channels, *OUT) and ours.dtype == torch.uint8 and ours.is_contiguous()
+    assert ours.shape == (channels, *OUT) and ours.dtype == torch.uint8
+    assert ours.permute(1, 2, 0).is_contiguous(), ours.stride()  # a view of HWC memory
     scale = choose_scale(WINDOW[2], WINDOW[3], OUT)
     assert scale == 2
     assert torch.equal(ours, resized_at_scale(data, scale, mode))
+
+
+# Windows that take each path: DCT scales 1/8 .. 1/2 (core resampler), full
+# scale through ATen (RGBX rows for colour, planes for gray and CMYK), and the
+# identity resize.
+LAYOUT_WINDOWS = [((0, 0, 240, 320), (30, 40)), ((8, 4, 200, 300), (60, 80)),
+                  ((8, 4, 200, 300), (120, 160)), ((3, 5, 100, 90), (70, 60)),
+                  ((3, 5, 100, 90), (150, 140)), ((3, 5, 24, 32), (24, 32))]
+
+
+@pytest.mark.parametrize("antialias", [True, False])
+@pytest.mark.parametrize("window, size", LAYOUT_WINDOWS)
+@pytest.mark.parametrize("mode", ["rgb", "gray", "unchanged"])
+@pytest.mark.parametrize("kind", ["420", "cmyk"])
+def test_both_layouts_hold_the_same_pixels(files, kind: str, mode: str, window, size,
+                                           antialias: bool) -> None:
+    data = files[kind]
+    view = custom_op.decode_and_resized_crop_jpeg(data, *window, size, mode=mode, antialias=antialias)
+    planes = custom_op.decode_and_resized_crop_jpeg(data, *window, size, mode=mode,
+                                                    antialias=antialias, contiguous=True)
+    assert planes.is_contiguous()
+    assert view.permute(1, 2, 0).is_contiguous()
+    assert torch.equal(view, planes)
 
 
 def test_square_size_from_an_int(files) -> None:
@@ -202,14 +226,17 @@ def test_batch_equals_single_calls(mixed, mode: str, num_threads: int) -> None:
 STACK_BOXES = BOXES[:2] + [(5, 7, 24, 32)] + BOXES[3:]
 
 
+@pytest.mark.parametrize("contiguous", [False, True], ids=["nhwc", "nchw"])
 @pytest.mark.parametrize("num_threads", [1, 2])
 @pytest.mark.parametrize("mode, channels", [("rgb", 3), ("gray", 1)])
 def test_resized_batch_is_stacked_and_equals_single_calls(mixed, mode: str, channels: int,
-                                                          num_threads: int) -> None:
+                                                          num_threads: int, contiguous: bool) -> None:
     stacked = custom_op.decode_and_crop_jpeg_batch(mixed, torch.tensor(STACK_BOXES), size=(24, 32),
-                                                   mode=mode, num_threads=num_threads)
+                                                   mode=mode, num_threads=num_threads,
+                                                   contiguous=contiguous)
     assert stacked.shape == (len(mixed), channels, 24, 32)
-    assert stacked.is_contiguous()
+    memory_format = torch.contiguous_format if contiguous else torch.channels_last
+    assert stacked.is_contiguous(memory_format=memory_format)
     for index, (data, box) in enumerate(zip(mixed, STACK_BOXES)):
         single = custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32), mode=mode)
         assert torch.equal(stacked[index], single)
@@ -220,6 +247,7 @@ def test_resized_batch_stacks_unchanged_mode_of_equal_channels(mixed) -> None:
     datas, boxes = [mixed[i] for i in colour], [STACK_BOXES[i] for i in colour]
     stacked = custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=(24, 32), mode="unchanged")
     assert stacked.shape == (len(datas), 3, 24, 32)
+    assert stacked.is_contiguous(memory_format=torch.channels_last)
     for index, (data, box) in enumerate(zip(datas, boxes)):
         single = custom_op.decode_and_resized_crop_jpeg(data, *box, (24, 32), mode="unchanged")
         assert torch.equal(stacked[index], single)

@@ -11,11 +11,17 @@
 // same way. Metadata segments (Exif, ICC profiles, comments) are copied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
-#include "jpeg_decoder.h"
+#include "jpeg_errors.h"
+#include "limits.h"
+#include "restart_seek.h"
 
 namespace custom_op {
 
@@ -41,7 +47,10 @@ namespace detail {
 // ratio) to the ideal number of MCUs per segment.
 inline int64_t choose_restart_interval(int64_t mcus_per_row, int64_t mcu_width,
                                        int64_t bytes_per_mcu, const PrepareOptions& options) {
-  const int64_t for_width = (options.segment_width + mcu_width - 1) / mcu_width;
+  // Clamped first: segment_width comes from the caller, and no segment is
+  // wider than a row.
+  const int64_t segment_width = std::min(options.segment_width, mcus_per_row * mcu_width);
+  const int64_t for_width = (segment_width + mcu_width - 1) / mcu_width;
   const int64_t for_bytes = (options.min_segment_bytes + std::max<int64_t>(bytes_per_mcu, 1) - 1) /
                             std::max<int64_t>(bytes_per_mcu, 1);
   const double ideal = static_cast<double>(std::max<int64_t>({for_width, for_bytes, 1}));
@@ -74,7 +83,8 @@ inline void grow_destination(j_compress_ptr cinfo, size_t capacity) {
   auto* dest = reinterpret_cast<GrowingDestination*>(cinfo->dest);
   auto* grown = static_cast<unsigned char*>(std::realloc(dest->buffer, capacity));
   if (grown == nullptr) {
-    fail_with(reinterpret_cast<j_common_ptr>(cinfo), "out of memory while writing the prepared file");
+    fail_with(reinterpret_cast<j_common_ptr>(cinfo), "out of memory while writing the prepared file",
+              JERR_OUT_OF_MEMORY);
   }
   const size_t used = dest->capacity - dest->pub.free_in_buffer;
   dest->buffer = grown;
@@ -123,12 +133,10 @@ class Preparer {
       : data_(data), size_(size), options_(options) {
     std::memset(&src_, 0, sizeof(src_));
     std::memset(&dst_, 0, sizeof(dst_));
-    src_.err = jpeg_std_error(&src_err_.pub);
-    dst_.err = jpeg_std_error(&dst_err_.pub);
+    // Strict: damaged data would be written back as if it were right.
+    detail::install_error_manager(reinterpret_cast<j_common_ptr>(&src_), &src_err_, /*strict=*/true);
+    detail::install_error_manager(reinterpret_cast<j_common_ptr>(&dst_), &dst_err_, /*strict=*/true);
     for (detail::ErrorManager* err : {&src_err_, &dst_err_}) {
-      err->pub.error_exit = detail::error_exit_cb;
-      err->pub.emit_message = detail::emit_message_cb;
-      err->strict = true;  // Damaged data would be written back as if it were right.
       err->strict_hint = "prepare refuses damaged data: the copy would make the damage permanent";
     }
     progress_.pub.progress_monitor = detail::progress_monitor_cb;
@@ -136,6 +144,9 @@ class Preparer {
     created_ = create_guarded();
     if (created_) {
       src_.progress = &progress_.pub;
+      // Behind run()'s estimate, as in JpegDecoder.
+      src_.mem->max_memory_to_use = static_cast<long>(
+          std::min<int64_t>(options.limits.max_memory, std::numeric_limits<long>::max()));
     }
   }
 
@@ -151,22 +162,28 @@ class Preparer {
   // Writes the prepared file into `out`.
   Status run(std::vector<uint8_t>* out, PrepareInfo* info) {
     if (!created_ || !read_guarded()) {
-      return Status{StatusCode::kDecodeError, src_err_.message};
+      return status_of(src_err_, options_.limits);
     }
     if (src_.data_precision != 8) {
       return Status{StatusCode::kDecodeError, "unsupported data precision " +
                                                   std::to_string(src_.data_precision) +
                                                   " (only 8-bit JPEG files are prepared)"};
     }
-    const int64_t pixels = static_cast<int64_t>(src_.image_width) * src_.image_height;
-    if (pixels > options_.limits.max_pixels) {
-      return Status{StatusCode::kDecodeError,
-                    "the image has " + std::to_string(pixels) + " pixels, more than max_pixels=" +
-                        std::to_string(options_.limits.max_pixels)};
+    Status within_limits = check_pixels(src_, options_.limits);
+    if (!within_limits.ok()) {
+      return within_limits;
+    }
+    // jpeg_read_coefficients keeps every coefficient, whatever the file's
+    // kind, and the output buffer grows to about the input's size (doubling).
+    within_limits = check_memory(row_buffer_bytes(src_) + coefficient_buffer_bytes(src_) +
+                                     2 * (static_cast<int64_t>(size_) + 65536),
+                                 options_.limits);
+    if (!within_limits.ok()) {
+      return within_limits;
     }
     info->was_progressive = src_.progressive_mode != 0;
     if (!read_coefficients_guarded()) {
-      return Status{StatusCode::kDecodeError, src_err_.message};
+      return status_of(src_err_, options_.limits);
     }
     if (!progression_complete()) {
       return Status{StatusCode::kDecodeError,
@@ -175,8 +192,7 @@ class Preparer {
                     "pixels would change"};
     }
     if (!write_guarded(info)) {
-      return Status{StatusCode::kDecodeError,
-                    dst_err_.message[0] != 0 ? dst_err_.message : src_err_.message};
+      return status_of(dst_err_.message[0] != 0 ? dst_err_ : src_err_, options_.limits);
     }
     out->assign(destination_.buffer, destination_.buffer + destination_.size);
     return Status{};
@@ -270,7 +286,7 @@ class Preparer {
   int64_t restart_interval() const {
     int max_h = 1;
     int max_v = 1;
-    detail::max_sampling_factors(dst_.comp_info, dst_.num_components, &max_h, &max_v);
+    restarts::max_sampling_factors(dst_.comp_info, dst_.num_components, &max_h, &max_v);
     const restarts::ScanGeometry grid =
         restarts::mcu_grid(dst_.image_width, dst_.image_height, dst_.num_components, max_h, max_v);
     const int64_t bytes_per_mcu =

@@ -122,6 +122,18 @@ struct ScanGeometry {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The largest horizontal and vertical sampling factors of `count` components
+// (libjpeg's jpeg_component_info, or anything with the same two fields).
+template <typename Component>
+inline void max_sampling_factors(const Component* components, int count, int* max_h, int* max_v) {
+  *max_h = 1;
+  *max_v = 1;
+  for (int c = 0; c < count; ++c) {
+    *max_h = std::max(*max_h, components[c].h_samp_factor);
+    *max_v = std::max(*max_v, components[c].v_samp_factor);
+  }
+}
+
 // The MCU grid of one scan holding every component of a width x height
 // image with the given largest sampling factors: an MCU is max_h x max_v
 // blocks, except that a lone component is scanned non-interleaved, one block

@@ -1,0 +1,123 @@
+// Row sinks: where the window's rows go as libjpeg produces them. The plain
+// crop writes them into the output, HWC or CHW (OutputSink, which also
+// serves the resized path's ATen route with libjpeg's RGBX rows as they
+// are), and the reduced DCT scales resample each row as it arrives
+// (ResizeSink).
+//
+// A sink sees one row of the window at a time, already restricted to the
+// window's columns, in the RowLayout the decoder chose. It must not call
+// libjpeg, throw, or allocate after construction: consume() runs while a
+// libjpeg jump point is armed (Note [libjpeg error handling]).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "pixel_formats.h"
+#include "region.h"
+#include "resample.h"
+
+namespace custom_op {
+namespace detail {
+
+// Receives the window's rows as libjpeg produces them: `pixels` holds the
+// window's columns of decoded row `row` (0 is the window's first) in the
+// plan's RowLayout. Implementations must not throw.
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  virtual void consume(int64_t row, const JSAMPLE* pixels) = 0;
+  // Where libjpeg may write decoded row `row` itself, when the sink's format
+  // is libjpeg's own, or nullptr. The decoder uses it only when the decoded
+  // region is exactly the window, so that no column needs cutting off.
+  virtual uint8_t* row_destination(int64_t /*row*/) { return nullptr; }
+};
+
+// Writes rows into caller-owned memory of `width` pixels per row, as
+// out_channels channels in `order`: the plain crop.
+class OutputSink : public RowSink {
+ public:
+  OutputSink(RowLayout layout, int64_t width, int out_channels, PixelOrder order, size_t plane_size,
+             uint8_t* out)
+      : layout_(layout), width_(width), out_channels_(out_channels), order_(order),
+        plane_size_(plane_size), out_(out),
+        row_step_(order == PixelOrder::kPlanar ? static_cast<size_t>(width)
+                                               : static_cast<size_t>(width) * out_channels),
+        direct_(rows_are_output(layout, out_channels, order)) {}
+  void consume(int64_t row, const JSAMPLE* pixels) override {
+    emit_row(pixels, layout_, static_cast<int>(width_), out_channels_, order_,
+             out_ + static_cast<size_t>(row) * row_step_, plane_size_);
+  }
+  uint8_t* row_destination(int64_t row) override {
+    return direct_ ? out_ + static_cast<size_t>(row) * row_step_ : nullptr;
+  }
+
+ private:
+  RowLayout layout_;
+  int64_t width_;
+  int out_channels_;
+  PixelOrder order_;
+  size_t plane_size_;
+  uint8_t* out_;
+  size_t row_step_;
+  bool direct_;
+};
+
+// Resizes the window while it is decoded: each row is resampled horizontally
+// as it arrives, on libjpeg's interleaved pixels (1 or 4 bytes: `layout` is
+// kGray, kRgbx or kCmyk); finish() resamples the columns and only then
+// writes the small result in the output's order (and converts CMYK, so CMYK files are resized before their conversion to
+// RGB, a difference far below the resampling's own rounding).
+// `box` is the requested window in the decoded window's pixels (fractional
+// at reduced scales), so the output is aligned to the request exactly.
+class ResizeSink : public RowSink {
+ public:
+  ResizeSink(RowLayout layout, int out_channels, const Window& decoded, double box_y, double box_x,
+             double box_height, double box_width, int out_height, int out_width, bool antialias)
+      : layout_(layout), pixel_bytes_(bytes_per_pixel(layout)),
+        out_channels_(out_channels), out_height_(out_height),
+        out_width_(out_width),
+        taps_x_(resample_taps(box_x, box_width, static_cast<int>(decoded.width), out_width, antialias)),
+        taps_y_(resample_taps(box_y, box_height, static_cast<int>(decoded.height), out_height, antialias)),
+        row_floats_(static_cast<size_t>(decoded.width) * pixel_bytes_),
+        rows_(static_cast<size_t>(decoded.height) * out_width * pixel_bytes_) {}
+
+  void consume(int64_t row, const JSAMPLE* pixels) override {
+    bytes_to_floats(pixels, row_floats_.size(), row_floats_.data());
+    float* dst = rows_.data() + static_cast<size_t>(row) * out_width_ * pixel_bytes_;
+    if (pixel_bytes_ == 1) {
+      resample_row<1>(row_floats_.data(), taps_x_, dst);
+    } else {
+      resample_row<4>(row_floats_.data(), taps_x_, dst);
+    }
+  }
+
+  // Writes the output in `order`; call after every row was consumed.
+  void finish(PixelOrder order, uint8_t* out) {
+    const int row_floats = out_width_ * pixel_bytes_;
+    std::vector<uint8_t> interleaved(static_cast<size_t>(out_height_) * row_floats);
+    std::vector<float> scratch;
+    resample_columns(rows_.data(), row_floats, taps_y_, interleaved.data(), &scratch);
+    OutputSink sink(layout_, out_width_, out_channels_, order,
+                    static_cast<size_t>(out_height_) * out_width_, out);
+    for (int r = 0; r < out_height_; ++r) {
+      sink.consume(r, interleaved.data() + static_cast<size_t>(r) * row_floats);
+    }
+  }
+
+ private:
+  RowLayout layout_;
+  int pixel_bytes_;
+  int out_channels_;
+  int out_height_;
+  int out_width_;
+  ResampleTaps taps_x_;
+  ResampleTaps taps_y_;
+  std::vector<float> row_floats_;
+  std::vector<float> rows_;
+};
+
+}  // namespace detail
+}  // namespace custom_op
