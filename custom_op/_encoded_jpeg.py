@@ -26,8 +26,8 @@ import torch
 from torchvision import tv_tensors
 
 from ._errors import JpegDecodeError
-from ._decode import (DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_encoded, _as_limit, _check_flags,
-                      decode_and_crop_jpeg, jpeg_size, mode_name)
+from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_encoded,
+                      _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size, mode_name)
 
 #: What EncodedJpeg accepts: the encoded file as a 1-D uint8 tensor, bytes,
 #: bytearray, memoryview or 1-D uint8 numpy array.
@@ -42,23 +42,34 @@ class DecodeOptions:
     strict: bool = True
     seek: bool = True
     exact: bool = False
+    contiguous: bool = True
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_scans: int = DEFAULT_MAX_SCANS
+    max_memory: int = DEFAULT_MAX_MEMORY
 
     @classmethod
-    def checked(cls, function: str, *, mode: Any = "rgb", strict: Any = True, seek: Any = True,
-                exact: Any = False, max_pixels: Any = DEFAULT_MAX_PIXELS,
-                max_scans: Any = DEFAULT_MAX_SCANS) -> "DecodeOptions":
-        """Validates each option (TypeError/ValueError naming it) and returns them."""
-        _check_flags(function, strict=strict, seek=seek, exact=exact)
-        return cls(mode=mode_name(function, mode), strict=strict, seek=seek, exact=exact,
-                   max_pixels=_as_limit(function, "max_pixels", max_pixels),
-                   max_scans=_as_limit(function, "max_scans", max_scans))
+    def checked(cls, function: str, **options: Any) -> "DecodeOptions":
+        """The options given by keyword, validated (TypeError/ValueError naming the bad one).
+
+        Every class that decodes (EncodedJpeg, the ``*JPEG`` transforms, the
+        datasets) takes its options by these names and hands them here.
+        """
+        unknown = sorted(set(options) - {field.name for field in dataclasses.fields(cls)})
+        if unknown:
+            raise TypeError(f"{function}(): unknown decode option(s) {', '.join(unknown)}; the "
+                            f"options are {', '.join(f.name for f in dataclasses.fields(cls))}")
+        values = {**dataclasses.asdict(cls()), **options}
+        _check_flags(function, **{name: values[name] for name in ("strict", "seek", "exact",
+                                                                  "contiguous")})
+        limits = {name: _as_limit(function, name, values[name])
+                  for name in ("max_pixels", "max_scans", "max_memory")}
+        return cls(**{**values, **limits, "mode": mode_name(function, values["mode"])})
 
     def decode_arguments(self) -> dict[str, Any]:
         """The keyword arguments of the decode functions that these options set."""
         return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
-                "max_pixels": self.max_pixels, "max_scans": self.max_scans}
+                "contiguous": self.contiguous, "max_pixels": self.max_pixels,
+                "max_scans": self.max_scans, "max_memory": self.max_memory}
 
 
 def _byte_tensor(data: JpegData) -> torch.Tensor:
@@ -134,11 +145,18 @@ class EncodedJpeg(tv_tensors.Image):
             memoryview or 1-D uint8 numpy array, or another EncodedJpeg (to
             change its options). Tensors and writable buffers are shared, not
             copied; bytes are copied once.
+        decode_options: By keyword, the fields of :class:`DecodeOptions`:
         mode: ``"rgb"`` (default), ``"gray"`` or ``"unchanged"`` (any case), or
             ``torchvision.io.ImageReadMode.RGB``, ``GRAY`` or ``UNCHANGED``:
             see :func:`custom_op.decode_and_crop_jpeg`.
-        strict, seek, max_pixels, max_scans: As for
+        strict, seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
+        contiguous: If True (the default here), decoded images are contiguous
+            CHW planes; if False, CHW views of HWC memory, as
+            ``torchvision.io.decode_jpeg`` returns (what a full decode alone
+            produces fastest). In a training pipeline the planes are faster
+            end to end: the DataLoader's collate stacks them with plain
+            copies (docs/design.md has the figures).
         exact: If True, resizes never use DCT scaling: the window is decoded
             at full scale and resized by torchvision's own kernel, so the
             pixels equal torchvision's on a full decode at every size. If
@@ -177,11 +195,9 @@ class EncodedJpeg(tv_tensors.Image):
     options: DecodeOptions
     source: Optional[str]
 
-    def __new__(cls, data: JpegData, *, mode: Any = "rgb", strict: bool = True, seek: bool = True,
-                exact: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
-                max_scans: int = DEFAULT_MAX_SCANS, source: Optional[str] = None) -> "EncodedJpeg":
-        options = DecodeOptions.checked("EncodedJpeg", mode=mode, strict=strict, seek=seek,
-                                        exact=exact, max_pixels=max_pixels, max_scans=max_scans)
+    def __new__(cls, data: JpegData, *, source: Optional[str] = None,
+                **decode_options: Any) -> "EncodedJpeg":
+        options = DecodeOptions.checked("EncodedJpeg", **decode_options)
         if isinstance(data, EncodedJpeg):
             return cls.wrap(data.as_subclass(torch.Tensor), data, options=options,
                             source=data.source if source is None else source)

@@ -14,8 +14,8 @@ This module adds:
   ``RandomResizedCrop`` and ``Resize``, with the same arguments and the same
   random draws, that also take raw encoded bytes (a 1-D uint8 tensor, bytes,
   bytearray, memoryview, numpy array) and decode with their own options
-  (``mode``, ``strict``, ``seek``, ``exact``, ``max_pixels``,
-  ``max_scans``). Their output never holds an undecoded JPEG.
+  (``mode``, ``strict``, ``seek``, ``exact``, ``contiguous``,
+  ``max_pixels``, ``max_scans``, ``max_memory``). Their output never holds an undecoded JPEG.
 - ``DecodeJPEG``: decodes, in full, any EncodedJpeg still in a sample (a
   pipeline whose crop left the image alone, e.g. RandomIoUCrop's "keep"
   option, or no crop at all).
@@ -41,7 +41,6 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from ._decode import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from ._encoded_jpeg import DecodeOptions, EncodedJpeg
 
 __all__ = ["CenterCropJPEG", "DecodeJPEG", "NormalizeBatch", "RandomCropJPEG",
@@ -120,9 +119,6 @@ class _DecodesJpeg:
     any EncodedJpeg left in the sample is decoded in full.
     """
 
-    def _set_options(self, **options: Any) -> None:
-        self.options = DecodeOptions.checked(type(self).__name__, **options)
-
     def forward(self, *inputs: Any) -> Any:
         name = type(self).__name__
         sample = inputs if len(inputs) > 1 else inputs[0]
@@ -167,8 +163,9 @@ class RandomCropJPEG(_DecodesJpeg, v2.RandomCrop):
     Args:
         size, padding, pad_if_needed, fill, padding_mode: As
             ``torchvision.transforms.v2.RandomCrop``.
-        mode, strict, seek, exact, max_pixels, max_scans: How encoded input is
-            decoded; see :class:`custom_op.EncodedJpeg`.
+        decode_options: How encoded input is decoded, by keyword: ``mode``,
+            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
+            ``max_scans``, ``max_memory``; see :class:`custom_op.EncodedJpeg`.
 
     Returns (when called):
         The sample, its image a ``tv_tensors.Image`` ``[C, height, width]``
@@ -186,12 +183,10 @@ class RandomCropJPEG(_DecodesJpeg, v2.RandomCrop):
     """
 
     def __init__(self, size: Union[int, Sequence[int]], padding: Any = None,
-                 pad_if_needed: bool = False, fill: Any = 0, padding_mode: str = "constant", *,
-                 mode: Any = "rgb", strict: bool = True, seek: bool = True, exact: bool = False,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_scans: int = DEFAULT_MAX_SCANS) -> None:
+                 pad_if_needed: bool = False, fill: Any = 0, padding_mode: str = "constant",
+                 **decode_options: Any) -> None:
         super().__init__(size, padding, pad_if_needed, fill, padding_mode)
-        self._set_options(mode=mode, strict=strict, seek=seek, exact=exact,
-                          max_pixels=max_pixels, max_scans=max_scans)
+        self.options = DecodeOptions.checked(type(self).__name__, **decode_options)
 
 
 class CenterCropJPEG(_DecodesJpeg, v2.CenterCrop):
@@ -202,12 +197,9 @@ class CenterCropJPEG(_DecodesJpeg, v2.CenterCrop):
     :class:`RandomCropJPEG`.
     """
 
-    def __init__(self, size: Union[int, Sequence[int]], *, mode: Any = "rgb", strict: bool = True,
-                 seek: bool = True, exact: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_scans: int = DEFAULT_MAX_SCANS) -> None:
+    def __init__(self, size: Union[int, Sequence[int]], **decode_options: Any) -> None:
         super().__init__(size)
-        self._set_options(mode=mode, strict=strict, seek=seek, exact=exact,
-                          max_pixels=max_pixels, max_scans=max_scans)
+        self.options = DecodeOptions.checked(type(self).__name__, **decode_options)
 
 
 class RandomResizedCropJPEG(_DecodesJpeg, v2.RandomResizedCrop):
@@ -225,8 +217,9 @@ class RandomResizedCropJPEG(_DecodesJpeg, v2.RandomResizedCrop):
     Args:
         size, scale, ratio, interpolation, antialias: As
             ``torchvision.transforms.v2.RandomResizedCrop``.
-        mode, strict, seek, exact, max_pixels, max_scans: How encoded input is
-            decoded; see :class:`custom_op.EncodedJpeg`.
+        decode_options: How encoded input is decoded, by keyword: ``mode``,
+            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
+            ``max_scans``, ``max_memory``; see :class:`custom_op.EncodedJpeg`.
 
     Returns, raises: as :class:`RandomCropJPEG`.
 
@@ -239,12 +232,9 @@ class RandomResizedCropJPEG(_DecodesJpeg, v2.RandomResizedCrop):
     def __init__(self, size: Union[int, Sequence[int]], scale: Sequence[float] = (0.08, 1.0),
                  ratio: Sequence[float] = (3.0 / 4.0, 4.0 / 3.0),
                  interpolation: Any = v2.InterpolationMode.BILINEAR,
-                 antialias: Optional[bool] = True, *, mode: Any = "rgb", strict: bool = True,
-                 seek: bool = True, exact: bool = False, max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_scans: int = DEFAULT_MAX_SCANS) -> None:
+                 antialias: Optional[bool] = True, **decode_options: Any) -> None:
         super().__init__(size, scale, ratio, interpolation, antialias)
-        self._set_options(mode=mode, strict=strict, seek=seek, exact=exact,
-                          max_pixels=max_pixels, max_scans=max_scans)
+        self.options = DecodeOptions.checked(type(self).__name__, **decode_options)
 
 
 class ResizeJPEG(_DecodesJpeg, v2.Resize):
@@ -254,17 +244,15 @@ class ResizeJPEG(_DecodesJpeg, v2.Resize):
     decodes at 1/2, 1/4 or 1/8 scale when the image is at least twice the
     output size (bilinear, not ``exact``), at full scale otherwise (then equal
     to torchvision's pixels). Arguments as ``torchvision.transforms.v2.Resize``
-    plus the decode options of :class:`RandomCropJPEG`.
+    plus the ``decode_options`` of :class:`RandomCropJPEG`.
     """
 
     def __init__(self, size: Union[int, Sequence[int], None],
                  interpolation: Any = v2.InterpolationMode.BILINEAR,
-                 max_size: Optional[int] = None, antialias: Optional[bool] = True, *,
-                 mode: Any = "rgb", strict: bool = True, seek: bool = True, exact: bool = False,
-                 max_pixels: int = DEFAULT_MAX_PIXELS, max_scans: int = DEFAULT_MAX_SCANS) -> None:
+                 max_size: Optional[int] = None, antialias: Optional[bool] = True,
+                 **decode_options: Any) -> None:
         super().__init__(size, interpolation, max_size, antialias)
-        self._set_options(mode=mode, strict=strict, seek=seek, exact=exact,
-                          max_pixels=max_pixels, max_scans=max_scans)
+        self.options = DecodeOptions.checked(type(self).__name__, **decode_options)
 
 
 class DecodeJPEG(v2.Transform):

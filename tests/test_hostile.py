@@ -773,3 +773,9 @@ def test_batch_threads_do_not_start_openmp_teams() -> None:
         torch.set_num_threads(previous)
     assert out.shape == (len(datas), 3, 224, 224)
     assert peak - baseline <= 3, f"{peak - baseline} threads appeared during the batch"
+
+
+def test_python_and_native_default_max_memory_agree() -> None:
+    from custom_op._decode import DEFAULT_MAX_MEMORY
+
+    assert DEFAULT_MAX_MEMORY == custom_op._C.DEFAULT_MAX_MEMORY == 256 << 20

@@ -303,14 +303,20 @@ def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypa
 
     monkeypatch.setattr(custom_op._tv_kernels, "decode_and_resized_crop_jpeg", record)
     transform = RandomResizedCropJPEG((7, 9), mode="gray", antialias=False, strict=False,
-                                      seek=False, max_pixels=10**6, max_scans=9)
+                                      seek=False, contiguous=False, max_pixels=10**6,
+                                      max_scans=9, max_memory=5 << 20)
     torch.manual_seed(3)
     params = transform.make_params([custom_op.EncodedJpeg(data)])
     torch.manual_seed(3)
     transform(data)
     window = (params["top"], params["left"], params["height"], params["width"])
     assert calls == [((*window, (7, 9)), {"antialias": False, "mode": "gray", "strict": False,
-                                          "seek": False, "max_pixels": 10**6, "max_scans": 9})]
+                                          "seek": False, "contiguous": False,
+                                          "max_pixels": 10**6, "max_scans": 9,
+                                          "max_memory": 5 << 20})]
+    with pytest.raises(TypeError, match=r"RandomResizedCropJPEG\(\): unknown decode option\(s\) "
+                                        r"max_bytes; the options are mode, strict"):
+        RandomResizedCropJPEG(8, max_bytes=1)
 
 
 @pytest.mark.parametrize("size", [224, 64, (96, 48)], ids=_size_id)

@@ -7,7 +7,6 @@ from typing import Any
 
 from torchvision.datasets import CocoDetection
 
-from .._decode import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from .._encoded_jpeg import DecodeOptions, EncodedJpeg
 from ._loading import load_sample
 
@@ -36,8 +35,9 @@ class CocoJpegDetection(CocoDetection):
         root: The folder of the images.
         annFile: The COCO-style JSON annotation file.
         transform, target_transform, transforms: As CocoDetection.
-        mode, strict, seek, exact, max_pixels, max_scans: How the JPEGs are
-            decoded; see :class:`custom_op.EncodedJpeg`. Files that are not
+        decode_options: How the JPEGs are decoded, by keyword (``mode``,
+            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
+            ``max_scans``, ``max_memory``); see :class:`custom_op.EncodedJpeg`. Files that are not
             JPEGs are decoded in full (a ``tv_tensors.Image``).
 
     Example:
@@ -51,13 +51,9 @@ class CocoJpegDetection(CocoDetection):
     """
 
     def __init__(self, root: str, annFile: str, transform: Any = None,
-                 target_transform: Any = None, transforms: Any = None, *, mode: Any = "rgb",
-                 strict: bool = True, seek: bool = True, exact: bool = False,
-                 max_pixels: int = DEFAULT_MAX_PIXELS,
-                 max_scans: int = DEFAULT_MAX_SCANS) -> None:
-        self.options = DecodeOptions.checked("CocoJpegDetection", mode=mode, strict=strict,
-                                             seek=seek, exact=exact, max_pixels=max_pixels,
-                                             max_scans=max_scans)
+                 target_transform: Any = None, transforms: Any = None,
+                 **decode_options: Any) -> None:
+        self.options = DecodeOptions.checked("CocoJpegDetection", **decode_options)
         super().__init__(root, annFile, transform=transform, target_transform=target_transform,
                          transforms=transforms)
 

@@ -10,7 +10,6 @@ from typing import Any, Callable, Optional, Union
 from torchvision.datasets import DatasetFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from .._decode import DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from .._encoded_jpeg import DecodeOptions
 from .._errors import JpegDecodeError
 from ..transforms import decode_remaining
@@ -63,8 +62,9 @@ class JpegFolder(DatasetFolder):
         is_valid_file: As DatasetFolder: a function of the path that decides
             which files are listed (instead of ``extensions``).
         allow_empty: As DatasetFolder: keep classes without any file.
-        mode, strict, seek, exact, max_pixels, max_scans: How the JPEGs are
-            decoded; see :class:`custom_op.EncodedJpeg`.
+        decode_options: How the JPEGs are decoded, by keyword (``mode``,
+            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
+            ``max_scans``, ``max_memory``); see :class:`custom_op.EncodedJpeg`.
         on_error: ``"raise"`` (the default): a file that cannot be decoded
             raises JpegDecodeError naming it, which stops the epoch. A
             damaged file may pass one epoch and fail a later one, since only
@@ -103,20 +103,13 @@ class JpegFolder(DatasetFolder):
         extensions: Optional[Extensions] = None,
         is_valid_file: Optional[Callable[[str], bool]] = None,
         allow_empty: bool = False,
-        mode: Any = "rgb",
-        strict: bool = True,
-        seek: bool = True,
-        exact: bool = False,
-        max_pixels: int = DEFAULT_MAX_PIXELS,
-        max_scans: int = DEFAULT_MAX_SCANS,
         on_error: str = "raise",
+        **decode_options: Any,
     ) -> None:
         if on_error not in ON_ERROR_POLICIES:
             raise ValueError(f"JpegFolder: on_error must be one of {ON_ERROR_POLICIES}, "
                              f"got {on_error!r}")
-        self.options = DecodeOptions.checked("JpegFolder", mode=mode, strict=strict, seek=seek,
-                                             exact=exact, max_pixels=max_pixels,
-                                             max_scans=max_scans)
+        self.options = DecodeOptions.checked("JpegFolder", **decode_options)
         self.on_error = on_error
         self.substitutions = 0
         if extensions is None and is_valid_file is None:
