@@ -19,7 +19,7 @@ from ._decode import (
     jpeg_size,
     libjpeg_version,
 )
-from ._prepare import prepare_jpeg, seekable
+from ._restart_markers import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
 _LAZY = {

@@ -10,7 +10,7 @@ import torch
 from ._loader import native as _C
 
 #: What ``data`` may be: the encoded file's bytes.
-EncodedJpeg = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
+JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
 
 MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 
@@ -50,7 +50,7 @@ def _normalize_mode(function: str, mode: Union[str, "torchvision.io.ImageReadMod
     return MODES[mode_name(function, mode)]
 
 
-def _as_encoded(data: EncodedJpeg, function: str) -> torch.Tensor | memoryview:
+def _as_encoded(data: JpegData, function: str) -> torch.Tensor | memoryview:
     """Checks ``data`` and returns it as a tensor or a byte memoryview, without a copy."""
     if isinstance(data, torch.Tensor):
         if data.dtype != torch.uint8:
@@ -119,7 +119,7 @@ def _as_limit(function: str, name: str, value: int) -> int:
     return number
 
 
-def jpeg_size(data: EncodedJpeg) -> tuple[int, int, int]:
+def jpeg_size(data: JpegData) -> tuple[int, int, int]:
     """Reads a JPEG's size from its header, without decoding any pixel.
 
     Use it to choose a random crop before decoding: real datasets do not have
@@ -146,7 +146,7 @@ def jpeg_size(data: EncodedJpeg) -> tuple[int, int, int]:
 
 
 def decode_and_crop_jpeg(
-    data: EncodedJpeg,
+    data: JpegData,
     crop_y: int,
     crop_x: int,
     crop_height: int,
@@ -293,7 +293,7 @@ def choose_scale(crop_height: int, crop_width: int, size: tuple[int, int]) -> in
 
 
 def decode_and_resized_crop_jpeg(
-    data: EncodedJpeg,
+    data: JpegData,
     crop_y: int,
     crop_x: int,
     crop_height: int,
@@ -382,7 +382,7 @@ def _as_boxes(function: str, boxes, count: int) -> list[int]:
 
 
 def decode_and_crop_jpeg_batch(
-    datas: Sequence[EncodedJpeg],
+    datas: Sequence[JpegData],
     boxes: Union[Sequence[Sequence[int]], torch.Tensor],
     *,
     size: Optional[Union[int, Tuple[int, int]]] = None,

@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import torch
 from torchvision import tv_tensors
 
 from ._errors import JpegDecodeError
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_encoded,
-                      _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size, mode_name)
-
-#: What EncodedJpeg accepts: the encoded file as a 1-D uint8 tensor, bytes,
-#: bytearray, memoryview or 1-D uint8 numpy array.
-JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
+from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
+                      _as_encoded, _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size,
+                      mode_name)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ import custom_op
 from custom_op.prepare import TEMPORARY_SUFFIX, NOT_A_JPEG, main, prepare_tree
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import shards as prepare_shards
-from custom_op._prepare import PreparedJpeg
+from custom_op._restart_markers import PreparedJpeg
 from _interrupt import interrupt_prepare
 from jpegenc import encode
 from synthetic import make_photo, make_smooth_noise

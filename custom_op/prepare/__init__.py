@@ -33,7 +33,7 @@ The modules, in the order a run uses them: ``cli`` (the command line),
 (one file's and one shard's work, in a worker), ``atomic`` (temporary names,
 renames, resuming), ``progress`` (the bar), ``summary`` (counts and report),
 ``items`` (the Task and Outcome passed between them). The one-file functions
-themselves are in custom_op/_prepare.py.
+themselves are in custom_op/_restart_markers.py.
 """
 
 from .atomic import TEMPORARY_SUFFIX

@@ -16,7 +16,7 @@ import torch
 
 from .._decode import decode_and_crop_jpeg, jpeg_size
 from .._errors import JpegDecodeError
-from .._prepare import prepare_jpeg_with_info, seekable
+from .._restart_markers import prepare_jpeg_with_info, seekable
 from ..datasets._loading import _JPEG_SIGNATURE
 from . import atomic
 from .items import COPIED, ERROR, PREPARED, VERIFY_FAILED, Outcome, Task, describe

@@ -14,7 +14,7 @@ import multiprocessing.synchronize
 import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -64,6 +64,8 @@ def _init_worker(stop_event: multiprocessing.synchronize.Event) -> None:
     # event, drop the chunks not started) rather than every worker printing a traceback and
     # breaking the pool.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # blocked by _submit while the pool forked us
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # One process per core already: torch's own threads would only compete for the same cores.
     torch.set_num_threads(1)
 
@@ -78,6 +80,19 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     if sys.platform.startswith("linux"):
         return multiprocessing.get_context("fork")
     return multiprocessing.get_context()
+
+
+def _submit(pool: ProcessPoolExecutor, *args: Any) -> Future:
+    """pool.submit with SIGINT blocked: the pool forks its workers inside submit, and a Ctrl-C
+    reaching a worker before its initializer ignores SIGINT would print that worker's traceback.
+    Forked workers inherit the block; _init_worker lifts it once SIGINT is ignored."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return pool.submit(*args)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        return pool.submit(*args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: int,
@@ -97,7 +112,7 @@ def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: in
                 chunk = next(chunks, None)
                 if chunk is None:
                     break
-                pending.add(pool.submit(_handle_chunk, work, chunk, verify))
+                pending.add(_submit(pool, _handle_chunk, work, chunk, verify))
             if not pending:
                 break
             done, pending = wait(pending, return_when=FIRST_COMPLETED)

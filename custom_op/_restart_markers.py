@@ -1,6 +1,8 @@
-"""Lossless preparation of JPEG files for seeking (one file's bytes).
+"""prepare_jpeg and seekable: one file's bytes rewritten, losslessly, with restart markers.
 
-``python -m custom_op.prepare`` (custom_op/prepare.py) applies it to a tree.
+A prepared file lets a crop decode only the entropy-coded segments it covers
+(see docs/preparing.md). ``python -m custom_op.prepare`` (custom_op/prepare/)
+applies this to folders and tar shards.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ._loader import native as _C
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, EncodedJpeg,
+from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
                       _as_encoded, _as_int, _as_limit)
 
 
@@ -27,7 +29,7 @@ class PreparedJpeg(NamedTuple):
 DEFAULT_SEGMENT_WIDTH = 64
 
 
-def prepare_jpeg_with_info(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+def prepare_jpeg_with_info(data: JpegData, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                            max_scans: int = DEFAULT_MAX_SCANS,
                            segment_width: int = DEFAULT_SEGMENT_WIDTH,
                            max_memory: int = DEFAULT_MAX_MEMORY) -> PreparedJpeg:
@@ -40,7 +42,7 @@ def prepare_jpeg_with_info(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_P
     return PreparedJpeg(data_out, interval, was_progressive)
 
 
-def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
+def prepare_jpeg(data: JpegData, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                  max_scans: int = DEFAULT_MAX_SCANS,
                  segment_width: int = DEFAULT_SEGMENT_WIDTH,
                  max_memory: int = DEFAULT_MAX_MEMORY) -> bytes:
@@ -89,7 +91,7 @@ def prepare_jpeg(data: EncodedJpeg, *, max_pixels: int = DEFAULT_MAX_PIXELS,
                                   segment_width=segment_width, max_memory=max_memory).data
 
 
-def seekable(data: EncodedJpeg) -> bool:
+def seekable(data: JpegData) -> bool:
     """Whether the file's header allows decode_and_crop_jpeg to seek with restart markers.
 
     True for files written by :func:`prepare_jpeg`, and for any baseline file
