@@ -59,6 +59,7 @@ from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
 from torchvision.io import decode_jpeg, read_file
 from torchvision.transforms import v2
 
+import synthetic
 from bench import images, loaders, report
 from custom_op.datasets import CocoJpegDetection
 
@@ -82,26 +83,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def write_annotations(path: pathlib.Path, image_folder: pathlib.Path, files: list[pathlib.Path],
                       seed: int) -> pathlib.Path:
-    """A COCO-style annotation file for ``files``: random boxes, [x, y, width, height] in pixels."""
-    rng = np.random.default_rng(seed)
-    coco: dict[str, Any] = {"images": [], "annotations": [],
-                            "categories": [{"id": number, "name": f"category_{number}"}
-                                           for number in range(1, CATEGORIES + 1)]}
-    for image_id, file in enumerate(files, start=1):
-        coco["images"].append({"id": image_id, "file_name": file.relative_to(image_folder).as_posix(),
-                               "height": HEIGHT, "width": WIDTH})
-        for _ in range(int(rng.integers(1, 9))):
-            box_width = float(rng.uniform(0.05, 0.6) * WIDTH)
-            box_height = float(rng.uniform(0.05, 0.6) * HEIGHT)
-            x = float(rng.uniform(0, WIDTH - box_width))
-            y = float(rng.uniform(0, HEIGHT - box_height))
-            coco["annotations"].append({"id": len(coco["annotations"]) + 1, "image_id": image_id,
-                                        "category_id": int(rng.integers(1, CATEGORIES + 1)),
-                                        "bbox": [x, y, box_width, box_height],
-                                        "area": box_width * box_height, "iscrowd": 0})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(coco), encoding="utf-8")
-    return path
+    """A COCO-style annotation file for ``files``: 1 to 8 random boxes each, 80 categories."""
+    return synthetic.write_coco_annotations(
+        path, image_folder, files, HEIGHT, WIDTH, boxes_per_image=(1, 8),
+        categories=[f"category_{number}" for number in range(1, CATEGORIES + 1)], seed=seed)
 
 
 class DecodedCoco(Dataset):

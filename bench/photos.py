@@ -37,6 +37,8 @@ from typing import Sequence
 import numpy as np
 from PIL import Image
 
+import synthetic
+
 WALLPAPER_FOLDER = pathlib.Path("/usr/share/backgrounds")
 WALLPAPER_PACKAGE = "lomiri-wallpapers-16.04"
 #: The package's photos by name (other packages put other wallpapers in the same folder).
@@ -140,14 +142,6 @@ def usable_photos(photos: Sequence[pathlib.Path], height: int, width: int) -> li
     return usable
 
 
-def _has_size(path: pathlib.Path, height: int, width: int) -> bool:
-    try:
-        with Image.open(path) as image:
-            return image.size == (width, height)
-    except (OSError, ValueError):
-        return False
-
-
 def write_photo_folder(root: pathlib.Path, photos: Sequence[pathlib.Path], num_images: int, height: int,
                        width: int, *, classes: Sequence[str], quality: int, subsampling: str, seed: int,
                        progressive: bool) -> list[pathlib.Path]:
@@ -161,7 +155,7 @@ def write_photo_folder(root: pathlib.Path, photos: Sequence[pathlib.Path], num_i
     if not usable:
         raise PhotosUnavailable(f"no source photo is large enough for {width}x{height} files")
     paths = [root / classes[index % len(classes)] / f"{index:05d}.jpg" for index in range(num_images)]
-    missing = [index for index, path in enumerate(paths) if not _has_size(path, height, width)]
+    missing = [index for index, path in enumerate(paths) if not synthetic.has_size(path, height, width)]
     # One source photo open at a time: the wallpapers are up to 16 megapixels each.
     for photo_number, photo in enumerate(usable):
         mine = [index for index in missing if index % len(usable) == photo_number]

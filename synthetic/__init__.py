@@ -13,10 +13,10 @@ the root, a path line in the scripts).
   or of any ImageFolder-style tree.
 """
 
-from .images import (make_checkerboard, make_photo, make_smooth_noise, photo_jpeg,
-                     write_coco_detection, write_jpeg_folder)
+from .images import (has_size, make_checkerboard, make_photo, make_smooth_noise, photo_jpeg,
+                     write_coco_annotations, write_coco_detection, write_jpeg_folder)
 from .shards import folder_samples, generated_samples, write_shards
 
-__all__ = ["folder_samples", "generated_samples", "make_checkerboard", "make_photo",
-           "make_smooth_noise", "photo_jpeg", "write_coco_detection", "write_jpeg_folder",
-           "write_shards"]
+__all__ = ["folder_samples", "generated_samples", "has_size", "make_checkerboard", "make_photo",
+           "make_smooth_noise", "photo_jpeg", "write_coco_annotations", "write_coco_detection",
+           "write_jpeg_folder", "write_shards"]

@@ -177,7 +177,7 @@ def make_photo(height: int, width: int, seed: int) -> np.ndarray:
     return image.astype(np.uint8)
 
 
-def _has_size(path: pathlib.Path, height: int, width: int) -> bool:
+def has_size(path: pathlib.Path, height: int, width: int) -> bool:
     """True when `path` is a readable image of the given size (reads the header only)."""
     try:
         with Image.open(path) as image:
@@ -209,7 +209,7 @@ def write_jpeg_folder(
     for index in range(num_images):
         path = pathlib.Path(root) / classes[index % len(classes)] / f"{index:05d}.jpg"
         paths.append(path)
-        if _has_size(path, height, width):
+        if has_size(path, height, width):
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -231,6 +231,50 @@ def photo_jpeg(height: int, width: int, seed: int, index: int, *, quality: int =
     return buffer.getvalue()
 
 
+def write_coco_annotations(
+    path: str | os.PathLike[str],
+    image_folder: str | os.PathLike[str],
+    files: Sequence[pathlib.Path],
+    height: int,
+    width: int,
+    *,
+    boxes_per_image: tuple[int, int] = (4, 4),
+    categories: Sequence[str] = ("leaf", "stone", "shadow"),
+    seed: int = 0,
+) -> pathlib.Path:
+    """Write a COCO-style annotation file of random boxes for ``files`` (all height x width).
+
+    COCO's ``images`` (``file_name`` relative to ``image_folder``, ids from 1),
+    ``annotations`` (``bbox`` as [x, y, width, height] in pixels, 5% to 60% of
+    the image on each side, ``category_id``, ``area``, ``iscrowd``) and
+    ``categories``; each image gets a number of boxes drawn from
+    ``boxes_per_image`` (inclusive bounds). Returns ``path``.
+    """
+    import json
+
+    rng = np.random.default_rng(seed)
+    images, annotations = [], []
+    for image_id, file in enumerate(files, start=1):
+        images.append({"id": image_id, "height": height, "width": width,
+                       "file_name": pathlib.Path(file).relative_to(image_folder).as_posix()})
+        for _ in range(int(rng.integers(boxes_per_image[0], boxes_per_image[1] + 1))):
+            box_width = float(rng.uniform(0.05, 0.6) * width)
+            box_height = float(rng.uniform(0.05, 0.6) * height)
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
+                                "bbox": [float(rng.uniform(0, width - box_width)),
+                                         float(rng.uniform(0, height - box_height)),
+                                         box_width, box_height],
+                                "area": box_width * box_height, "iscrowd": 0,
+                                "category_id": int(rng.integers(1, len(categories) + 1))})
+    document = {"images": images, "annotations": annotations,
+                "categories": [{"id": index, "name": name}
+                               for index, name in enumerate(categories, start=1)]}
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
 def write_coco_detection(
     root: str | os.PathLike[str],
     num_images: int,
@@ -245,33 +289,13 @@ def write_coco_detection(
     """Write a COCO-style detection set: photo-like JPEGs and one JSON file of boxes.
 
     The images go to ``root/images`` (as :func:`write_jpeg_folder` writes
-    them, in one folder), the annotations to ``root/annotations.json`` with
-    COCO's ``images``, ``annotations`` (``bbox`` as [x, y, width, height],
-    ``category_id``, ``area``, ``iscrowd``) and ``categories``; image ids start
-    at 1, and every image has ``boxes_per_image`` random boxes. Returns the
-    JSON file's path.
+    them, in one folder), the annotations to ``root/annotations.json`` (see
+    :func:`write_coco_annotations`), ``boxes_per_image`` boxes each. Returns
+    the JSON file's path.
     """
-    import json
-
     root = pathlib.Path(root)
     paths = write_jpeg_folder(root, num_images, height, width, classes=("images",),
                               quality=quality, seed=seed)
-    rng = np.random.default_rng(seed)
-    images, annotations = [], []
-    for image_id, path in enumerate(paths, start=1):
-        images.append({"id": image_id, "file_name": path.name, "height": height, "width": width})
-        for _ in range(boxes_per_image):
-            box_width = float(rng.uniform(8, width / 2))
-            box_height = float(rng.uniform(8, height / 2))
-            x = float(rng.uniform(0, width - box_width))
-            y = float(rng.uniform(0, height - box_height))
-            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
-                                "bbox": [x, y, box_width, box_height],
-                                "area": box_width * box_height, "iscrowd": 0,
-                                "category_id": int(rng.integers(1, len(categories) + 1))})
-    document = {"images": images, "annotations": annotations,
-                "categories": [{"id": index, "name": name}
-                               for index, name in enumerate(categories, start=1)]}
-    target = root / "annotations.json"
-    target.write_text(json.dumps(document))
-    return target
+    return write_coco_annotations(root / "annotations.json", root / "images", paths, height, width,
+                                  boxes_per_image=(boxes_per_image, boxes_per_image),
+                                  categories=categories, seed=seed)
