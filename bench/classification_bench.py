@@ -30,6 +30,10 @@ Rows:
                     + v2.RandomHorizontalFlip, on the original and the prepared tree
   EncodedJpeg       JpegFolder yielding custom_op.EncodedJpeg under torchvision's own
                     v2.RandomResizedCrop + v2.RandomHorizontalFlip (only the window is decoded)
+  tar shards        the same files as WebDataset tar shards (8 shards, written by
+                    synthetic.write_shards; prepared by the same command), read with
+                    webdataset (each worker drawing shards at random: resampled=True), each
+                    member an EncodedJpeg under the same transforms
   decoder alone     custom_op.decode_and_crop_jpeg_batch(size=224, num_threads=2) over the
                     original files' bytes in memory, one process, the same number of images
                     and RandomResizedCrop windows: an upper bound for 2 cores
@@ -44,6 +48,8 @@ against the uint8 torchvision row.
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import os
 import pathlib
 import sys
@@ -57,6 +63,7 @@ from torchvision.io import decode_jpeg, read_file
 from torchvision.transforms import v2
 
 import custom_op
+import synthetic
 from bench import images, loaders, report, sampling
 from custom_op.datasets import JpegFolder
 from custom_op.transforms import RandomResizedCropJPEG
@@ -75,8 +82,13 @@ CUSTOM_UINT8 = "custom_op RandomResizedCropJPEG, uint8"
 CUSTOM_UINT8_PREPARED = "custom_op RandomResizedCropJPEG, uint8, prepared"
 ENCODED_UINT8 = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8"
 ENCODED_UINT8_PREPARED = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, prepared"
+SHARDS_UINT8 = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, tar shards"
+SHARDS_UINT8_PREPARED = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, tar shards, prepared"
 DECODER = "decoder alone, 1 process x 2 threads (upper bound)"
-UINT8_ROWS = (TV_UINT8, CUSTOM_UINT8, CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED, DECODER)
+UINT8_ROWS = (TV_UINT8, CUSTOM_UINT8, CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED,
+              SHARDS_UINT8, SHARDS_UINT8_PREPARED, DECODER)
+#: The tree in this many tar shards: several per DataLoader worker.
+SHARDS = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,6 +165,61 @@ def _decoder_runner(paths: list[pathlib.Path], length: int, seed: int) -> loader
     return run
 
 
+def _shards(tree: pathlib.Path) -> pathlib.Path:
+    """The tree's files as tar shards (key.jpg + key.cls), written once beside it."""
+    folder = tree.with_name(tree.name + "-shards")
+    if not any(folder.glob("*.tar")):
+        classes, samples = synthetic.folder_samples(tree)
+        count = sum(1 for _ in tree.glob("*/*.jpg"))
+        synthetic.write_shards(samples, folder, math.ceil(count / SHARDS))
+    return folder
+
+
+class _ShardSample:
+    """A shard's sample -> (the transformed EncodedJpeg of its .jpg member, its class)."""
+
+    def __init__(self, transform: v2.Compose) -> None:
+        self.transform = transform
+
+    def __call__(self, sample: dict) -> tuple[torch.Tensor, int]:
+        return self.transform(custom_op.EncodedJpeg(sample["jpg"])), int(sample["cls"])
+
+
+class _Epochs:
+    """``batches`` batches per pass over an endless loader, as an epoch of the folder rows is.
+
+    Each pass starts a new iteration, as each epoch of a map-style loader
+    does: batches the workers prefetched during the other rows' epochs are
+    dropped, not counted (persistent workers stay up, as in the folder rows).
+    """
+
+    def __init__(self, loader: DataLoader, batches: int) -> None:
+        self.loader = loader
+        self.batches = batches
+
+    def __iter__(self):
+        return itertools.islice(iter(self.loader), self.batches)
+
+
+def _shard_loader(folder: pathlib.Path, length: int, seed: int) -> _Epochs:
+    """webdataset over the shards, batched in the workers, endless.
+
+    Each worker draws shards at random, with replacement (``resampled=True``,
+    webdataset's way of streaming without epochs), so that no batch is cut
+    short at the end of a pass.
+    """
+    import webdataset as wds
+    from torch.utils.data import default_collate
+
+    urls = [str(path) for path in sorted(folder.glob("*.tar"))]
+    pipeline = (wds.WebDataset(urls, resampled=True, shardshuffle=False, seed=seed,
+                               nodesplitter=None)
+                .map(_ShardSample(_augment(v2.RandomResizedCrop(SIZE), [])))
+                .batched(BATCH, collation_fn=default_collate, partial=False))
+    loader = DataLoader(pipeline, batch_size=None, num_workers=WORKERS, persistent_workers=True)
+    return _Epochs(loader, length // BATCH)
+
+
 def _loader(dataset: Any, length: int) -> DataLoader:
     return DataLoader(dataset, batch_size=BATCH, sampler=RandomSampler(dataset, num_samples=length),
                       num_workers=WORKERS, persistent_workers=True)
@@ -169,13 +236,18 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     runners: dict[str, Callable[[], tuple[int, int]]] = {
         name: loaders.epoch_runner(_loader(dataset, args.classification_length)) for name, dataset in datasets.items()}
+    shards = _shards(original)
+    prepared_shards, _ = images.prepared_copy(shards, WORKERS)
+    for name, folder in ((SHARDS_UINT8, shards), (SHARDS_UINT8_PREPARED, prepared_shards)):
+        runners[name] = loaders.epoch_runner(_shard_loader(folder, args.classification_length, args.seed))
     runners[DECODER] = _decoder_runner([path for image_set in sets.values() for path in image_set.paths],
                                        args.classification_length, args.seed)
     timed = loaders.time_interleaved(runners, args.classification_rounds)
     del runners  # stops the persistent workers
 
     order = (PIL_FLOAT, TV_FLOAT, CUSTOM_FLOAT, CUSTOM_FLOAT_PREPARED, TV_UINT8, CUSTOM_UINT8,
-             CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED, DECODER)
+             CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED, SHARDS_UINT8,
+             SHARDS_UINT8_PREPARED, DECODER)
     rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
             for name in order if name in timed["per_round"]]
     rate = {row["config"]: row["median_images_per_s"] for row in rows}
@@ -194,10 +266,12 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
 
 def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The encoded type under torchvision's own transforms is no slower than RandomResizedCropJPEG,
-    within the noise: its median over the other's, against 1 - the larger of the two spreads."""
+    and tar shards no slower than the folder, within the noise: a row's median over its
+    reference's, against 1 - the larger of the two spreads."""
     by_name = {row["config"]: row for row in rows}
     targets = []
-    for encoded, reference in ((ENCODED_UINT8, CUSTOM_UINT8), (ENCODED_UINT8_PREPARED, CUSTOM_UINT8_PREPARED)):
+    for encoded, reference in ((ENCODED_UINT8, CUSTOM_UINT8), (ENCODED_UINT8_PREPARED, CUSTOM_UINT8_PREPARED),
+                               (SHARDS_UINT8, ENCODED_UINT8), (SHARDS_UINT8_PREPARED, ENCODED_UINT8_PREPARED)):
         if encoded in by_name:
             measured = by_name[encoded]["median_images_per_s"] / by_name[reference]["median_images_per_s"]
             noise = max(by_name[encoded]["spread"], by_name[reference]["spread"])
