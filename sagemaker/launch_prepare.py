@@ -20,7 +20,7 @@ with ``ProcessingInput``/``ProcessingS3Input`` and
 ``PyTorchProcessor`` when v2 is what is installed; sagemaker/sdk_jobs.py does
 that. The image is the SageMaker PyTorch image the training launcher uses
 (CPU or GPU variant by instance type), or ``--image-uri``. Its source_dir
-holds prepare_job.py, a requirements.txt (tqdm, for prepare's summary) and
+holds prepare_job.py, a requirements.txt (tqdm, which prepare imports) and
 custom_op's sources; the job builds the extension at its start, or finds the
 build an image carries (docs/install.md). The options shared with launch.py
 (image, role, limits, staging, --dry-run, --no-submit) work the same way.
