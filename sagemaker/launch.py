@@ -340,8 +340,9 @@ def run_plan(args: argparse.Namespace, kind: str, files: dict[str, Path], make_p
         if args.no_submit:
             print(job.describe())
             return
-        print(f"launch.py: {announce}", flush=True)
-        print(f"launch.py: {job.submit(wait=args.wait)}", flush=True)
+        prog = Path(sys.argv[0]).name  # launch.py or launch_prepare.py
+        print(f"{prog}: {announce}", flush=True)
+        print(f"{prog}: {job.submit(wait=args.wait)}", flush=True)
 
 
 if __name__ == "__main__":

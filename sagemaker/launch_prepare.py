@@ -29,22 +29,15 @@ build an image carries (docs/install.md). The options shared with launch.py
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# Run as a script, this folder is on the path already; imported, it may not be.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-
-def _launch():
-    """launch.py, imported by path (this script may run from anywhere)."""
-    spec = importlib.util.spec_from_file_location("custom_op_sagemaker_launch", HERE / "launch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-launch = _launch()
+import launch  # noqa: E402  (sagemaker/launch.py: the options, staging and flow it shares)
 #: What the job's source_dir holds next to the custom_op package: name in the job -> file here.
 PROCESSING_FILES = {"prepare_job.py": HERE / "prepare_job.py",
                     "requirements.txt": HERE / "requirements-prepare.txt",

@@ -38,9 +38,24 @@ def installed_sdk(kind: str = "training") -> type:
 
 def _missing(why: str, error: Exception | None = None) -> None:
     detail = f" ({error})" if error else ""
-    raise SystemExit(f"launch.py: the SageMaker Python SDK is needed to start a job, and {why}"
+    raise SystemExit(f"{_prog()}: the SageMaker Python SDK is needed to start a job, and {why}"
                      f"{detail}. Install it with: pip install '{SDK_REQUIREMENT}' (or pip "
                      f"install '.[sagemaker]'). --dry-run works without it.")
+
+
+def _prog() -> str:
+    """The launcher's name for messages: launch.py or launch_prepare.py."""
+    return os.path.basename(sys.argv[0])
+
+
+def _quiet_v2() -> None:
+    """v2 warns of its own deprecation twice per job; say it once, here. Its config logger
+    writes to stdout, where --no-submit prints the job."""
+    os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+    logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
+    prog = _prog()
+    print(f"{prog}: using the SageMaker Python SDK v2 (deprecated upstream); {prog} also "
+          f"works with v3: pip install '{SDK_REQUIREMENT}'", file=sys.stderr)
 
 
 def _summary(fields: dict[str, Any]) -> str:
@@ -137,12 +152,7 @@ class EstimatorJob:
     DEFAULT_IMAGE = ("2.8.0", "py312")
 
     def __init__(self, plan: dict) -> None:
-        # v2 warns of its own deprecation twice per job; say it once, here. Its
-        # config logger writes to stdout, where --no-submit prints the job.
-        os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
-        logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
-        print(f"launch.py: using the SageMaker Python SDK v2 (deprecated upstream); "
-              f"launch.py also works with v3: pip install '{SDK_REQUIREMENT}'", file=sys.stderr)
+        _quiet_v2()
         try:
             import sagemaker
             from sagemaker.pytorch import PyTorch
@@ -262,10 +272,7 @@ class PyTorchProcessorJob:
     DEFAULT_IMAGE = EstimatorJob.DEFAULT_IMAGE
 
     def __init__(self, plan: dict) -> None:
-        os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
-        logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
-        print(f"launch_prepare.py: using the SageMaker Python SDK v2 (deprecated upstream); "
-              f"it also works with v3: pip install '{SDK_REQUIREMENT}'", file=sys.stderr)
+        _quiet_v2()
         try:
             import sagemaker
             from sagemaker.processing import ProcessingInput, ProcessingOutput

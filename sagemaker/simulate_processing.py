@@ -39,16 +39,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+# Run as a script, this folder is on the path already; imported (by the tests), it may not be.
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
-
-def _launch_prepare():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("custom_op_sagemaker_launch_prepare",
-                                                  HERE / "launch_prepare.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import launch_prepare  # noqa: E402  (what the job's source_dir holds)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,7 +145,6 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run([sys.executable, str(HERE / "make_dataset.py"), str(source), "--shards",
                         "--images", str(args.images), "--samples-per-shard",
                         str(args.samples_per_shard)], check=True)
-    launch_prepare = _launch_prepare()
     code = launch_prepare.launch.stage_source_dir(work / "code", launch_prepare.PROCESSING_FILES)
     shares = deal_keys(relative_files(source), args.instances)
     folders = [work / f"instance-{number}" for number in range(args.instances)]
