@@ -250,6 +250,25 @@ def test_more_instances_than_shards(tmp_path, build_dir):
     assert [instance["exit_status"] for instance in report["instances"]] == [0, 0, 0]
 
 
+def test_a_truncated_shard_fails_its_instance_and_is_not_uploaded(tmp_path, build_dir):
+    shards = tmp_path / "shards"
+    code, output = run([sys.executable, SAGEMAKER / "make_dataset.py", shards, "--shards",
+                        "--images", "12", "--samples-per-shard", "4"], cwd=REPO, env=clean_env(),
+                       timeout=120)
+    assert code == 0, output
+    cut = shards / "train-000001.tar"
+    cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+    code, output, report = simulate(tmp_path / "work", build_dir, "--shards-from", str(shards))
+    assert code == 1
+    # Keys are dealt round-robin: train-000001.tar went to instance 1.
+    assert [instance["exit_status"] for instance in report["instances"]] == [0, 1]
+    assert "missing from the outputs: train-000001.tar" in report["problems"]
+    log = (tmp_path / "work" / "instance-1" / "job.log").read_text()
+    assert "shards refused       1 (nothing written)" in log and "train-000001.tar" in log
+    assert not list((tmp_path / "work" / "instance-1" / "output" / "data").iterdir())
+    assert "FAILED" in output
+
+
 # --------------------------------------------------------------------------
 # The simulation's own pieces: dealing keys, the upload, the check.
 # --------------------------------------------------------------------------
