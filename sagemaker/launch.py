@@ -46,8 +46,9 @@ from typing import Iterator
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PACKAGE = REPO / "custom_op"
-#: What launch.py puts in source_dir (top level).
-STAGED_NAMES = {"train.py", "requirements.txt", "custom_op"}
+#: What launch.py puts in source_dir next to the custom_op package: name in the job -> file here.
+TRAINING_FILES = {"train.py": HERE / "train.py", "requirements.txt": HERE / "requirements.txt",
+                  "jpeg_headers.py": HERE / "jpeg_headers.py"}
 
 #: GPUs per instance of common SageMaker training instance types.
 GPUS_PER_INSTANCE = {
@@ -79,6 +80,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instance-count", type=int, default=1, help="instances (default 1)")
     parser.add_argument("--gpus-per-instance", type=int, default=None,
                         help="GPUs per instance, for types missing from the built-in table")
+    parser.add_argument("--train-s3", default=os.environ.get("CUSTOM_OP_TRAIN_S3"),
+                        help="S3 URI of the training images, an ImageFolder tree "
+                             "(<class>/<image>.jpg); the job's 'train' channel "
+                             "(default $CUSTOM_OP_TRAIN_S3)")
+    parser.add_argument("--output-path", default=None,
+                        help="S3 URI for the model artefacts (default: the SDK's bucket)")
+    add_job_options(parser, base_job_name="custom-op-train", volume_size=30)
+    return parser
+
+
+def add_job_options(parser: argparse.ArgumentParser, *, base_job_name: str,
+                    volume_size: int) -> None:
+    """The options every launcher here shares: image, role, limits, staging, mode."""
     parser.add_argument("--framework-version", default=None,
                         help="PyTorch version of the SageMaker training image (default: the "
                              "newest the SDK supports here, 2.10.0 with v3, 2.8.0 with v2)")
@@ -91,20 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="environment variable for the job, e.g. CUSTOM_OP_BUILD_DIR=... "
                              "(repeatable)")
-    parser.add_argument("--train-s3", default=os.environ.get("CUSTOM_OP_TRAIN_S3"),
-                        help="S3 URI of the training images, an ImageFolder tree "
-                             "(<class>/<image>.jpg); the job's 'train' channel "
-                             "(default $CUSTOM_OP_TRAIN_S3)")
     parser.add_argument("--role", default=os.environ.get("SAGEMAKER_ROLE"),
                         help="IAM role ARN for the job (default $SAGEMAKER_ROLE, else the "
                              "SDK's own choice: the caller's role)")
-    parser.add_argument("--output-path", default=None,
-                        help="S3 URI for the model artefacts (default: the SDK's bucket)")
-    parser.add_argument("--base-job-name", default="custom-op-train")
+    parser.add_argument("--base-job-name", default=base_job_name)
     parser.add_argument("--max-run", type=int, default=4 * 3600,
                         help="time limit of the job in seconds (default 14400)")
-    parser.add_argument("--volume-size", type=int, default=30,
-                        help="EBS volume per instance in GB (default 30)")
+    parser.add_argument("--volume-size", type=int, default=volume_size,
+                        help=f"EBS volume per instance in GB (default {volume_size})")
     parser.add_argument("--source-dir", default=None,
                         help="staging folder to assemble the job's source_dir in, kept "
                              "afterwards (default: a temporary folder, removed at the end); one "
@@ -117,7 +125,6 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--no-submit", action="store_true",
                       help="build the job object with the installed SDK and print it; start "
                            "nothing")
-    return parser
 
 
 def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -216,29 +223,31 @@ def package_files() -> list[Path]:
     return files
 
 
-def staged_source_dir(target: str | None) -> contextlib.AbstractContextManager[Path]:
+def staged_source_dir(target: str | None, files: dict[str, Path] = TRAINING_FILES
+                      ) -> contextlib.AbstractContextManager[Path]:
     """The job's source_dir, assembled: kept if named, else temporary (removed on exit)."""
     if target is not None:
-        return contextlib.nullcontext(stage_source_dir(Path(target).expanduser().resolve()))
-    return _temporary_source_dir()
+        return contextlib.nullcontext(stage_source_dir(Path(target).expanduser().resolve(),
+                                                       files))
+    return _temporary_source_dir(files)
 
 
 @contextlib.contextmanager
-def _temporary_source_dir() -> Iterator[Path]:
+def _temporary_source_dir(files: dict[str, Path]) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="custom_op-sagemaker-source-") as folder:
-        yield stage_source_dir(Path(folder))
+        yield stage_source_dir(Path(folder), files)
 
 
-def stage_source_dir(root: Path) -> Path:
-    """Copies train.py, requirements.txt and custom_op's sources into ``root``; returns it."""
+def stage_source_dir(root: Path, files: dict[str, Path] = TRAINING_FILES) -> Path:
+    """Copies ``files`` (name in the job -> file) and custom_op's sources into ``root``."""
     if root.exists() and any(root.iterdir()):
-        if not {p.name for p in root.iterdir()} <= STAGED_NAMES:
+        if not {p.name for p in root.iterdir()} <= set(files) | {"custom_op"}:
             raise SystemExit(f"launch.py: --source-dir {root} holds files launch.py did not "
                              f"put there; give a new or empty folder")
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    for name in ("train.py", "requirements.txt"):
-        shutil.copy2(HERE / name, root / name)
+    for name, source in files.items():
+        shutil.copy2(source, root / name)
     for relative in package_files():
         destination = root / "custom_op" / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -250,6 +259,14 @@ def listed_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+def image_plan(args: argparse.Namespace, default_image: tuple[str, str]) -> dict:
+    """--image-uri, or the SageMaker PyTorch training image the SDK resolves."""
+    if args.image_uri:
+        return {"uri": args.image_uri}
+    return {"framework": "pytorch", "version": args.framework_version or default_image[0],
+            "py_version": args.py_version or default_image[1], "image_scope": "training"}
+
+
 def plan_job(args: argparse.Namespace, hyperparameters: dict, environment: dict,
              torchrun: bool, source_dir: Path, default_image: tuple[str, str]) -> dict:
     """The job, independent of the SDK version: what --dry-run prints and sdk_jobs builds.
@@ -257,16 +274,11 @@ def plan_job(args: argparse.Namespace, hyperparameters: dict, environment: dict,
     ``default_image`` is the SDK's (framework version, Python version), used
     where --framework-version or --py-version is not given.
     """
-    if args.image_uri:
-        image = {"uri": args.image_uri}
-    else:
-        image = {"framework": "pytorch", "version": args.framework_version or default_image[0],
-                 "py_version": args.py_version or default_image[1], "image_scope": "training"}
     return {
         "source_dir": str(source_dir),
         "entry_script": "train.py",
         "requirements": "requirements.txt",
-        "image": image,
+        "image": image_plan(args, default_image),
         "role": args.role,
         "instance_type": args.instance_type,
         "instance_count": args.instance_count,
@@ -294,18 +306,32 @@ def main(argv: list[str] | None = None) -> None:
                              "images: <class>/<image>.jpg under it)")
         print("launch.py: warning: no --train-s3 (or $CUSTOM_OP_TRAIN_S3): the job has no "
               "'train' channel, and a real launch stops here", file=sys.stderr)
+    run_plan(args, "training", TRAINING_FILES,
+             lambda source_dir, default_image: plan_job(args, hyperparameters, environment,
+                                                        torchrun, source_dir, default_image),
+             {"gpus_per_instance": gpus,
+              "ranks": args.instance_count * max(gpus, 1) if torchrun else 1,
+              "distribution_reason": reason},
+             announce=reason)
+
+
+def run_plan(args: argparse.Namespace, kind: str, files: dict[str, Path], make_plan,
+             dry_run_fields: dict, announce: str) -> None:
+    """Stages source_dir, plans the job, then prints it (--dry-run), builds it with the SDK
+    and prints that (--no-submit), or starts it.
+
+    ``kind`` is "training" or "processing" (sdk_jobs.installed_sdk's table);
+    ``make_plan(source_dir, default_image)`` returns the plan.
+    """
     sdk_jobs = load_sibling("sdk_jobs")  # It imports the SDK only to build a job.
-    sdk = sdk_jobs.ModelTrainerJob if args.dry_run else sdk_jobs.installed_sdk()
-    with staged_source_dir(args.source_dir) as source_dir:
-        plan = plan_job(args, hyperparameters, environment, torchrun, source_dir,
-                        sdk.DEFAULT_IMAGE)
+    sdk = sdk_jobs.JOB_CLASSES[kind][3] if args.dry_run else sdk_jobs.installed_sdk(kind)
+    with staged_source_dir(args.source_dir, files) as source_dir:
+        plan = make_plan(source_dir, sdk.DEFAULT_IMAGE)
         if args.dry_run:
             print(json.dumps({
                 "job": plan,
                 "wait": args.wait,
-                "gpus_per_instance": gpus,
-                "ranks": args.instance_count * max(gpus, 1) if torchrun else 1,
-                "distribution_reason": reason,
+                **dry_run_fields,
                 "source_dir_kept": args.source_dir is not None,
                 "source_dir_files": listed_files(source_dir),
             }, indent=2))
@@ -314,8 +340,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.no_submit:
             print(job.describe())
             return
-        print(f"launch.py: {reason}", flush=True)
-        print(f"launch.py: {job.submit(wait=args.wait)}", flush=True)
+        prog = Path(sys.argv[0]).name  # launch.py or launch_prepare.py
+        print(f"{prog}: {announce}", flush=True)
+        print(f"{prog}: {job.submit(wait=args.wait)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -7,17 +7,23 @@
 #                             (train.py --data-format webdataset)
 # make sagemaker-dry-run    - print the job launch.py would start and its source_dir
 #                             files (no SDK, no AWS)
+# make sagemaker-processing-local - launch_prepare.py's Processing job on this machine:
+#                             shards dealt to 2 instances as ShardedByS3Key does, prepared
+#                             (--verify) by each, the union checked against one machine's run
 # SAGEMAKER_LOCAL_ARGS      - extra train.py hyperparameters, e.g. "--max-steps 0 --epochs 3"
 # SAGEMAKER_LAUNCH_ARGS     - launch.py options, e.g. "--instance-type ml.g5.12xlarge"
-# SAGEMAKER_WORK_DIR        - where sagemaker-local puts the job's folders (default: a
-#                             new temporary folder)
+# SAGEMAKER_WORK_DIR        - where sagemaker-local (and sagemaker-processing-local, in
+#                             its processing/ subfolder) puts the job's folders (default: a
+#                             new temporary folder, removed afterwards)
+# SAGEMAKER_PROCESSING_ARGS - simulate_processing.py options, e.g. "--instances 3 --images 96"
 
 PY ?= .venv/bin/python
 SAGEMAKER_LOCAL_ARGS ?=
 SAGEMAKER_LAUNCH_ARGS ?=
 SAGEMAKER_WORK_DIR ?=
+SAGEMAKER_PROCESSING_ARGS ?=
 
-.PHONY: sagemaker-local sagemaker-local-shards sagemaker-dry-run
+.PHONY: sagemaker-local sagemaker-local-shards sagemaker-dry-run sagemaker-processing-local
 
 sagemaker-local: deps
 	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
@@ -27,3 +33,8 @@ sagemaker-local-shards: deps
 
 sagemaker-dry-run:
 	$(PY) sagemaker/launch.py --dry-run $(SAGEMAKER_LAUNCH_ARGS)
+
+sagemaker-processing-local: deps
+	@work="$(SAGEMAKER_WORK_DIR)"; [ -n "$$work" ] || work=$$(mktemp -d -t custom_op-processing-XXXXXX); \
+	status=0; $(PY) sagemaker/simulate_processing.py "$$work/processing" --verify $(SAGEMAKER_PROCESSING_ARGS) || status=$$?; \
+	[ -n "$(SAGEMAKER_WORK_DIR)" ] || rm -rf "$$work"; exit $$status

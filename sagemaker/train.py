@@ -48,10 +48,7 @@ import argparse
 import itertools
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -341,38 +338,11 @@ def _add_custom_op_to_path() -> None:
         sys.path.append(str(HERE.parent))
 
 
-def _have_jpeg_headers() -> bool:
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        return False
-    probe = subprocess.run([compiler, "-E", "-x", "c", "-"],
-                           input="#include <stdio.h>\n#include <jpeglib.h>\n", text=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return probe.returncode == 0
-
-
 def install_jpeg_headers(ranks: Ranks) -> None:
     """apt-get installs libjpeg-turbo's headers if missing; one rank per machine does it."""
-    import filelock
+    from jpeg_headers import install_jpeg_headers as install  # next to this file
 
-    with filelock.FileLock(os.path.join(tempfile.gettempdir(), "custom_op-jpeg-headers.lock")):
-        if _have_jpeg_headers():
-            ranks.log("libjpeg-turbo headers: present")
-            return
-        if not shutil.which("apt-get") or os.geteuid() != 0:
-            ranks.log("libjpeg-turbo headers are missing and apt-get cannot run here (not root, "
-                      "or no apt-get); the custom_op build will say what to install")
-            return
-        ranks.log("libjpeg-turbo headers are missing: installing them with apt-get")
-        started = time.monotonic()
-        subprocess.run(["apt-get", "update", "-qq"], check=True)
-        for package in ("libjpeg-turbo8-dev", "libjpeg62-turbo-dev"):  # Ubuntu, then Debian
-            done = subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                                   package], env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
-            if done.returncode == 0:
-                ranks.log(f"installed {package} in {time.monotonic() - started:.1f} s")
-                return
-        ranks.log("apt-get could not install libjpeg-turbo's headers")
+    install(ranks.log)
 
 
 def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
