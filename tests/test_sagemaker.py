@@ -402,8 +402,13 @@ def sdk_v2_python() -> Path:
     return sdk_venv("sagemaker==2.257.7", "sagemaker-sdk-v2")
 
 
-def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[dict, str]:
-    """(launch.py --no-submit's JSON, its stderr)."""
+def no_submit_with_sdk(sdk_python: Path, tmp_path: Path, launcher: Path,
+                       *arguments: str) -> tuple[dict, str]:
+    """(``launcher --no-submit ARGUMENTS``'s JSON, its stderr), run with the real SDK, offline.
+
+    Every socket connection is refused, AWS credentials and configuration are
+    fake, and the launcher must leave no temporary source_dir behind.
+    """
     guard = tmp_path / "network_off.py"
     guard.write_text(NETWORK_OFF)
     scratch = tmp_path / "scratch"
@@ -412,13 +417,18 @@ def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[d
                     AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true",
                     AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
                     SAGEMAKER_VALIDATE_ROLE="false", TMPDIR=str(scratch))
-    done = subprocess.run([str(sdk_python), str(guard), str(SAGEMAKER / "launch.py"),
-                           "--no-submit", "--role", "arn:aws:iam::111122223333:role/Example",
-                           "--output-path", "s3://example-bucket/out", *arguments],
+    done = subprocess.run([str(sdk_python), str(guard), str(launcher), "--no-submit", *arguments],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(scratch.iterdir()) == [], "the temporary source_dir was left behind"
     return json.loads(done.stdout), done.stderr
+
+
+def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[dict, str]:
+    """(launch.py --no-submit's JSON, its stderr)."""
+    return no_submit_with_sdk(sdk_python, tmp_path, SAGEMAKER / "launch.py", "--role",
+                              "arn:aws:iam::111122223333:role/Example", "--output-path",
+                              "s3://example-bucket/out", *arguments)
 
 
 def test_sdk_v3_builds_the_torchrun_job(sdk_v3_python, tmp_path):

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from test_sagemaker import (NETWORK_OFF, clean_env, fake_sdk, run, sdk_v2_python,  # noqa: F401
-                            sdk_v3_python)
+# The fixtures sdk_v2_python and sdk_v3_python are imported for pytest to find.
+from test_sagemaker import (clean_env, fake_sdk, no_submit_with_sdk, run,  # noqa: F401
+                            sdk_v2_python, sdk_v3_python)
 
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
@@ -121,20 +122,8 @@ def test_launch_without_sdk_says_what_to_install(tmp_path):
 
 def build_with_sdk(sdk_python: Path, tmp_path: Path, *arguments: str) -> tuple[dict, str]:
     """(launch_prepare.py --no-submit's JSON, its stderr)."""
-    guard = tmp_path / "network_off.py"
-    guard.write_text(NETWORK_OFF)
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    env = clean_env(AWS_DEFAULT_REGION="us-east-1", AWS_ACCESS_KEY_ID="testing",
-                    AWS_SECRET_ACCESS_KEY="testing", AWS_EC2_METADATA_DISABLED="true",
-                    AWS_CONFIG_FILE="/nonexistent", AWS_SHARED_CREDENTIALS_FILE="/nonexistent",
-                    SAGEMAKER_VALIDATE_ROLE="false", TMPDIR=str(scratch))
-    done = subprocess.run([str(sdk_python), str(guard), str(LAUNCHER), "--no-submit", "--role",
-                           ROLE, "--input-s3", INPUT, "--output-s3", OUTPUT, *arguments],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert list(scratch.iterdir()) == [], "the temporary source_dir was left behind"
-    return json.loads(done.stdout), done.stderr
+    return no_submit_with_sdk(sdk_python, tmp_path, LAUNCHER, "--role", ROLE, "--input-s3", INPUT,
+                              "--output-s3", OUTPUT, *arguments)
 
 
 #: The S3 input and output in the API's request form, as both SDKs send them.
