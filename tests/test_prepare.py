@@ -11,6 +11,7 @@ metadata segments.
 from __future__ import annotations
 
 import io
+import pathlib
 import statistics
 from typing import TYPE_CHECKING
 
@@ -179,3 +180,21 @@ def test_seekable_raises_for_what_is_not_a_jpeg() -> None:
 def test_wrong_input_type_raises_type_error() -> None:
     with pytest.raises(TypeError, match="data"):
         custom_op.prepare_jpeg("not bytes")
+
+
+def test_a_colour_marker_between_the_scans_keeps_its_place_out_of_the_copy() -> None:
+    """A JFIF marker after the first scan must not reach the copy's header (fuzzer finding).
+
+    The file is RGB (Adobe marker, transform 0); libjpeg chose that at the
+    header, before the JFIF marker between the scans. In the copy's header the
+    JFIF marker would make every decoder read the samples as YCbCr.
+    """
+    data = (pathlib.Path(__file__).resolve().parent.parent / "fuzz" / "regressions" /
+            "late-jfif-marker-changes-colour-space.jpg").read_bytes()
+    prepared = custom_op.prepare_jpeg(data)
+    height, width, _ = custom_op.jpeg_size(data)
+    for mode in ("rgb", "unchanged", "gray"):
+        before = custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, mode=mode, seek=False)
+        after = custom_op.decode_and_crop_jpeg(prepared, 0, 0, height, width, mode=mode)
+        assert torch.equal(before, after), mode
+    assert b"JFIF" not in prepared

@@ -112,14 +112,31 @@ inline void term_destination_cb(j_compress_ptr cinfo) {
   dest->size = dest->capacity - dest->pub.free_in_buffer;
 }
 
-// True for a saved marker that jpeg_write_coefficients writes by itself.
-inline bool written_by_libjpeg(j_compress_ptr dst, const jpeg_saved_marker_ptr marker) {
+inline bool is_jfif(const jpeg_saved_marker_ptr marker) {
   const JOCTET* d = marker->data;
-  const bool jfif = marker->marker == JPEG_APP0 && marker->data_length >= 5 && d[0] == 'J' &&
-                    d[1] == 'F' && d[2] == 'I' && d[3] == 'F' && d[4] == 0;
-  const bool adobe = marker->marker == JPEG_APP0 + 14 && marker->data_length >= 5 && d[0] == 'A' &&
-                     d[1] == 'd' && d[2] == 'o' && d[3] == 'b' && d[4] == 'e';
-  return (jfif && dst->write_JFIF_header) || (adobe && dst->write_Adobe_marker);
+  return marker->marker == JPEG_APP0 && marker->data_length >= 5 && d[0] == 'J' && d[1] == 'F' &&
+         d[2] == 'I' && d[3] == 'F' && d[4] == 0;
+}
+
+inline bool is_adobe(const jpeg_saved_marker_ptr marker) {
+  const JOCTET* d = marker->data;
+  return marker->marker == JPEG_APP0 + 14 && marker->data_length >= 5 && d[0] == 'A' &&
+         d[1] == 'd' && d[2] == 'o' && d[3] == 'b' && d[4] == 'e';
+}
+
+// Whether a saved marker goes into the copy. The copy's header holds every
+// marker, so a JFIF or Adobe marker that the source had after its first scan
+// (where libjpeg had already chosen the colour space) would move in front of
+// the frame and change how decoders convert the colours: such markers stay
+// out (fuzz/regressions/late-jfif-marker-changes-colour-space.jpg). Those
+// that jpeg_write_coefficients writes by itself stay out too.
+inline bool copied_marker(j_compress_ptr dst, const jpeg_saved_marker_ptr marker,
+                          bool in_source_header) {
+  if (!in_source_header && (is_jfif(marker) || is_adobe(marker))) {
+    return false;
+  }
+  return !((is_jfif(marker) && dst->write_JFIF_header) ||
+           (is_adobe(marker) && dst->write_Adobe_marker));
 }
 
 }  // namespace detail
@@ -223,6 +240,10 @@ class Preparer {
       jpeg_save_markers(&src_, JPEG_APP0 + m, 0xFFFF);
     }
     jpeg_read_header(&src_, TRUE);
+    header_markers_ = 0;  // those saved so far; the rest come between the scans
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next) {
+      ++header_markers_;
+    }
     return true;
   }
 
@@ -253,8 +274,9 @@ class Preparer {
     destination_.capacity = size_ + 4096;
     dst_.dest = &destination_.pub;
     jpeg_write_coefficients(&dst_, coefficients_);
-    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next) {
-      if (!detail::written_by_libjpeg(&dst_, m)) {
+    size_t index = 0;
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next, ++index) {
+      if (detail::copied_marker(&dst_, m, index < header_markers_)) {
         jpeg_write_marker(&dst_, m->marker, m->data, m->data_length);
       }
     }
@@ -305,6 +327,7 @@ class Preparer {
   detail::GrowingDestination destination_;
   jvirt_barray_ptr* coefficients_ = nullptr;
   bool created_ = false;
+  size_t header_markers_ = 0;
 };
 
 // Rewrites one JPEG losslessly for seeking; see the top of this file.
