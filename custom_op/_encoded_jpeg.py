@@ -51,6 +51,8 @@ class DecodeOptions:
         Every class that decodes (EncodedJpeg, the ``*JPEG`` transforms, the
         datasets) takes its options by these names and hands them here.
         """
+        if not options:
+            return _DEFAULT_OPTIONS  # nothing to check: the per-sample case of EncodedJpeg(data)
         unknown = sorted(set(options) - {field.name for field in dataclasses.fields(cls)})
         if unknown:
             raise TypeError(f"{function}(): unknown decode option(s) {', '.join(unknown)}; the "
@@ -67,6 +69,10 @@ class DecodeOptions:
         return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
                 "contiguous": self.contiguous, "max_pixels": self.max_pixels,
                 "max_scans": self.max_scans, "max_memory": self.max_memory}
+
+
+#: The defaults, validated by construction; frozen, so one instance serves every file.
+_DEFAULT_OPTIONS = DecodeOptions()
 
 
 def _byte_tensor(data: JpegData) -> torch.Tensor:
@@ -194,7 +200,17 @@ class EncodedJpeg(tv_tensors.Image):
 
     def __new__(cls, data: JpegData, *, source: Optional[str] = None,
                 **decode_options: Any) -> "EncodedJpeg":
-        options = DecodeOptions.checked("EncodedJpeg", **decode_options)
+        return cls.with_options(data, DecodeOptions.checked("EncodedJpeg", **decode_options),
+                                source=source)
+
+    @classmethod
+    def with_options(cls, data: JpegData, options: DecodeOptions, *,
+                     source: Optional[str] = None) -> "EncodedJpeg":
+        """An EncodedJpeg of ``data`` with ``options`` as they are, already validated.
+
+        What the transforms and datasets use per sample: their options were
+        checked once, when they were built.
+        """
         if isinstance(data, EncodedJpeg):
             return cls.wrap(data.as_subclass(torch.Tensor), data, options=options,
                             source=data.source if source is None else source)

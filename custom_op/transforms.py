@@ -137,7 +137,7 @@ class _DecodesJpeg:
             if not isinstance(image, tv_tensors.TVTensor):
                 _checked_decoded_image(image, name)
         else:
-            leaves[index] = EncodedJpeg(image, **vars(self.options))
+            leaves[index] = EncodedJpeg.with_options(image, self.options)
         output = super().forward(tree_unflatten(leaves, spec))
         if not decoded:
             return decode_remaining(output)

@@ -30,6 +30,11 @@ _JPEG_SIGNATURE = b"\xff\xd8\xff"
 _PILLOW_MODES = {"rgb": "RGB", "gray": "L", "unchanged": "RGB"}
 
 
+def _how_it_starts(raw: bytearray) -> str:
+    """The file's first bytes, for a message about a file that is not a JPEG."""
+    return f"it starts with {bytes(raw[:4]).hex(' ')}" if raw else "the file is empty"
+
+
 def _decode_with_torchvision(raw: bytearray, mode: str) -> torch.Tensor | None:
     """uint8 [C, H, W], or None when torchvision cannot read the format."""
     from torchvision.io import ImageReadMode, decode_image
@@ -56,9 +61,8 @@ def _decode_with_pillow(raw: bytearray, path: str, mode: str) -> torch.Tensor:
         with Image.open(io.BytesIO(raw)) as image:
             pixels = np.array(image.convert(_PILLOW_MODES[mode]))  # writable: from_numpy won't warn
     except Exception as error:  # Pillow raises OSError, ValueError, SyntaxError... for bad data
-        start = f"it starts with {bytes(raw[:4]).hex(' ')}" if raw else "the file is empty"
-        raise JpegDecodeError(f"{path}: not a JPEG ({start}), and it could not be decoded as "
-                              f"another image either: {error}") from error
+        raise JpegDecodeError(f"{path}: not a JPEG ({_how_it_starts(raw)}), and it could not be "
+                              f"decoded as another image either: {error}") from error
     if pixels.ndim == 2:
         pixels = pixels[:, :, None]
     return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()
@@ -69,9 +73,8 @@ def _decode_other_format(raw: bytearray, path: str, mode: str) -> torch.Tensor:
         return _decode_with_pillow(raw, path, mode)  # the pixels ImageFolder's loader gives
     image = _decode_with_torchvision(raw, mode) if raw else None  # frombuffer refuses b""
     if image is None:
-        start = f"it starts with {bytes(raw[:4]).hex(' ')}" if raw else "the file is empty"
-        raise JpegDecodeError(f"{path}: not a JPEG ({start}), and torchvision cannot decode it "
-                              "(Pillow, which reads more formats, is not installed)")
+        raise JpegDecodeError(f"{path}: not a JPEG ({_how_it_starts(raw)}), and torchvision cannot "
+                              "decode it (Pillow, which reads more formats, is not installed)")
     return image
 
 
@@ -98,5 +101,5 @@ def load_sample(path: str, options: DecodeOptions = DecodeOptions()
         # A bytearray, not bytes: torch.frombuffer shares it instead of copying.
         raw = bytearray(file.read())
     if raw.startswith(_JPEG_SIGNATURE):
-        return EncodedJpeg(raw, source=path, **vars(options))
+        return EncodedJpeg.with_options(raw, options, source=path)
     return tv_tensors.Image(_decode_other_format(raw, path, options.mode))
