@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import random
 import tarfile
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -26,23 +27,26 @@ MEMBER_MTIME = 1_700_000_000
 Sample = tuple[bytes, int]  # (encoded JPEG, class index)
 
 
-def folder_samples(root: str | os.PathLike[str]) -> tuple[list[str], Iterator[Sample]]:
+def folder_samples(root: str | os.PathLike[str], *,
+                   seed: int | None = None) -> tuple[list[str], Iterator[Sample]]:
     """The classes of an ImageFolder-style tree root/<class>/<file>.jpg, and its samples.
 
     Classes are the sorted subfolder names (as ImageFolder sorts them), files
     are taken in sorted order within each class; only .jpg/.jpeg files count.
+    With a ``seed``, the files come in an order shuffled by it instead, as
+    WebDataset advises for writing shards: a shard then holds a mix of
+    classes, not a run of one.
     """
     root = pathlib.Path(root)
     classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
     if not classes:
         raise ValueError(f"{root} has no class folders (expected root/<class>/<file>.jpg)")
-
-    def samples() -> Iterator[Sample]:
-        for number, name in enumerate(classes):
-            for path in sorted((root / name).rglob("*")):
-                if path.suffix.lower() in JPEG_SUFFIXES and path.is_file():
-                    yield path.read_bytes(), number
-    return classes, samples()
+    files = [(path, number) for number, name in enumerate(classes)
+             for path in sorted((root / name).rglob("*"))
+             if path.suffix.lower() in JPEG_SUFFIXES and path.is_file()]
+    if seed is not None:
+        random.Random(seed).shuffle(files)
+    return classes, ((path.read_bytes(), number) for path, number in files)
 
 
 def generated_samples(num_images: int, height: int, width: int, num_classes: int, *,

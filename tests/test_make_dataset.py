@@ -54,6 +54,14 @@ def test_folder_samples_follow_imagefolder_order(tmp_path: pathlib.Path) -> None
     assert list(samples) == expected
 
 
+def test_folder_samples_shuffled_by_a_seed(tmp_path: pathlib.Path) -> None:
+    write_jpeg_folder(tmp_path / "tree", 12, *SIZE, classes=("dog", "cat"))
+    in_order = list(folder_samples(tmp_path / "tree")[1])
+    shuffled = [list(folder_samples(tmp_path / "tree", seed=seed)[1]) for seed in (7, 7, 8)]
+    assert shuffled[0] == shuffled[1] != shuffled[2]  # the seed decides the order
+    assert shuffled[0] != in_order and sorted(shuffled[0]) == sorted(in_order)
+
+
 @pytest.mark.parametrize("bad", [0, -1])
 def test_samples_per_shard_must_be_positive(tmp_path: pathlib.Path, bad: int) -> None:
     with pytest.raises(ValueError, match=f"samples_per_shard must be at least 1, got {bad}"):
