@@ -29,9 +29,11 @@ training job that is every job (a fresh container). All ranks import it at
 the same moment; one builds, under a file lock, and the others wait and load
 its result.
 
-Shards are read with the ``webdataset`` package, split by rank and by
-DataLoader worker with its own splitters; each sample's JPEG bytes become an
-EncodedJpeg and go through the same transform (they never go through Pillow).
+Shards are read with a ``webdataset`` pipeline, split by rank and by
+DataLoader worker with its own splitters, their members read by
+``custom_op.datasets.TarSamples`` and shuffled anew every epoch; each sample's
+JPEG bytes become an EncodedJpeg and go through the same transform (they
+never go through Pillow).
 Every rank runs the same number of steps per epoch (the shards repeat if a
 rank's share runs out first), so DistributedDataParallel's ranks stay in step.
 
@@ -97,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
     hp.add_argument("--data-format", type=str, default="folder", choices=("folder", "webdataset"),
                     help="folder: an ImageFolder tree (default); webdataset: tar shards (*.tar, "
                          "KEY.jpg + KEY.cls per sample) read with the webdataset package")
+    hp.add_argument("--shuffle-buffer", type=int, default=1000,
+                    help="with --data-format webdataset: samples each DataLoader worker shuffles "
+                         "among (webdataset's shuffle); 0 = shard order only (default 1000)")
+    hp.add_argument("--dataset-size", type=int, default=0,
+                    help="with --data-format webdataset: samples in all shards; with "
+                         "--num-classes, the shards are not scanned at start-up (default 0: "
+                         "scan them)")
+    hp.add_argument("--num-classes", type=int, default=0,
+                    help="with --data-format webdataset: classes (labels 0..N-1); 0 = find them "
+                         "by scanning the shards (default)")
     hp.add_argument("--install-jpeg-headers", type=int, default=0, choices=(0, 1),
                     help="1: if libjpeg-turbo's headers are missing, install them with apt-get "
                          "before building custom_op (needs root, as in SageMaker containers); "
@@ -118,7 +130,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         if value < 1:
             parser.error(f"--{name} must be at least 1, got {value}")
     for name, value in {"num-workers": args.num_workers, "max-steps": args.max_steps,
-                        "log-interval": args.log_interval}.items():
+                        "log-interval": args.log_interval, "shuffle-buffer": args.shuffle_buffer,
+                        "dataset-size": args.dataset_size, "num-classes": args.num_classes}.items():
         if value < 0:
             parser.error(f"--{name} must be 0 or more, got {value}")
     if not args.lr > 0:
@@ -194,33 +207,44 @@ class WithIndex:
 class Shards:
     """The channel's tar shards: their paths, how many samples, which classes.
 
-    Counting reads each shard's headers and its .cls members once, on every
-    rank, before training: the steps per epoch must be known, and equal on
-    every rank, before the first one.
+    The steps per epoch must be known, and equal on every rank, before the
+    first one: from --dataset-size and --num-classes when given, else by
+    scanning the shards once on every rank. The scan seeks from header to
+    header (it reads the .cls members, not the images), but on a dataset in
+    S3 that is still a request per sample: give the sizes for large ones.
     """
 
-    def __init__(self, root: Path) -> None:
-        import tarfile
-
+    def __init__(self, root: Path, dataset_size: int = 0, num_classes: int = 0) -> None:
         self.urls = sorted(str(path) for path in root.glob("*.tar"))
         if not self.urls:
             raise SystemExit(f"train.py: no tar shards (*.tar) in {root.resolve()}. " + _WHERE)
-        self.samples, labels = 0, set()
+        if dataset_size and num_classes:
+            self.samples, self.classes = dataset_size, [str(label) for label in range(num_classes)]
+            self.scanned = False
+            return
+        self.samples, labels = self._scan()
+        self.classes = [str(label) for label in range(max(labels) + 1)] if labels else []
+        self.scanned = True
+
+    def _scan(self) -> tuple[int, set[int]]:
+        import tarfile
+
+        samples, labels = 0, set()
         for url in self.urls:
-            with tarfile.open(url, mode="r|") as shard:
+            with tarfile.open(url, mode="r:") as shard:  # random access: seeks over the images
                 for member in shard:
                     if member.name.endswith(".jpg"):
-                        self.samples += 1
+                        samples += 1
                     elif member.name.endswith(".cls"):
                         labels.add(int(shard.extractfile(member).read()))
-        self.classes = [str(label) for label in range(max(labels) + 1)] if labels else []
+        return samples, labels
 
     def __len__(self) -> int:
         return self.samples
 
 
 def open_shards(args: argparse.Namespace) -> Shards:
-    return Shards(Path(args.train).expanduser())
+    return Shards(Path(args.train).expanduser(), args.dataset_size, args.num_classes)
 
 
 class DecodeSample:
@@ -247,11 +271,37 @@ class DecodeSample:
         return image, int(sample["cls"]), int(key) if key.isdigit() else -1
 
 
+class EpochShuffle:
+    """webdataset's buffer shuffle, with a new order every epoch and pass, the same on a rerun.
+
+    ``wds.shuffle(seed=...)`` starts from its seed on every pass, and the
+    DataLoader's workers start afresh every epoch: with a fixed seed every
+    epoch would replay the same order. The seed here is (seed, epoch, worker,
+    pass); ``set_epoch`` sets the epoch before the workers start.
+    """
+
+    def __init__(self, buffer: int, seed: int) -> None:
+        self.buffer, self.seed, self.epoch, self.passes = buffer, seed, 0, 0
+
+    def __call__(self, source):
+        import random
+
+        import webdataset as wds
+        from torch.utils.data import get_worker_info
+
+        worker = get_worker_info()
+        self.passes += 1
+        rng = random.Random(f"{self.seed}/{self.epoch}/{worker.id if worker else 0}/{self.passes}")
+        return wds.shuffle(self.buffer, initial=min(self.buffer, 100), rng=rng)(source)
+
+
 class ShardLoader:
     """Exactly ``steps`` batches per epoch on every rank, from a repeating shard pipeline."""
 
-    def __init__(self, loader, steps: int, samples_per_rank: int) -> None:
+    def __init__(self, loader, steps: int, samples_per_rank: int,
+                 shuffles: list[EpochShuffle]) -> None:
         self.loader, self.steps, self.samples_per_rank = loader, steps, samples_per_rank
+        self.shuffles = shuffles
 
     def __len__(self) -> int:
         return self.steps
@@ -260,15 +310,25 @@ class ShardLoader:
         return itertools.islice(iter(self.loader), self.steps)
 
     def set_epoch(self, epoch: int) -> None:
-        """Nothing to do: the shard order is reshuffled by webdataset on every pass."""
+        """A new shard and sample order for this epoch (the workers start after this)."""
+        for shuffle in self.shuffles:
+            shuffle.epoch, shuffle.passes = epoch, 0
 
 
 def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards: Shards, cuda: bool):
-    """webdataset over the shards, split by rank and by worker with its own splitters."""
+    """webdataset over the shards, split by rank and by worker with its own splitters.
+
+    Members are read by custom_op.datasets.TarSamples (webdataset's pipeline
+    stage for this, with a faster tar reader); the shard order and, in a
+    buffer of --shuffle-buffer samples, the sample order are shuffled anew
+    every epoch.
+    """
     import torch
     import webdataset as wds
     from torch.utils.data import DataLoader, default_collate
     from torchvision.transforms import v2
+
+    from custom_op.datasets import TarSamples
 
     readers = ranks.world_size * max(1, args.num_workers)
     if len(shards.urls) < readers:
@@ -279,16 +339,19 @@ def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards: Shards, cu
     # raise: stop the job naming the shard and member; substitute: skip it with a warning.
     handler = wds.reraise_exception if args.on_error == "raise" else wds.warn_and_continue
     transform = v2.Compose([v2.RandomCrop(args.crop_size), v2.RandomHorizontalFlip()])
-    pipeline = (wds.WebDataset(shards.urls, handler=handler, shardshuffle=len(shards.urls),
-                               seed=args.seed + ranks.rank, nodesplitter=wds.split_by_node,
-                               workersplitter=wds.split_by_worker)
-                .map(DecodeSample(transform), handler=handler)
-                .batched(args.batch_size, collation_fn=default_collate, partial=False)
-                .repeat())
+    shuffles = [EpochShuffle(len(shards.urls), args.seed + ranks.rank)]
+    if args.shuffle_buffer:
+        shuffles.append(EpochShuffle(args.shuffle_buffer, args.seed + ranks.rank))
+    pipeline = wds.DataPipeline(
+        wds.SimpleShardList(shards.urls), wds.split_by_node, wds.split_by_worker, shuffles[0],
+        TarSamples(handler), *shuffles[1:],
+        wds.map(DecodeSample(transform), handler=handler),
+        wds.batched(args.batch_size, collation_fn=default_collate, partial=False),
+    ).repeat()
     loader = DataLoader(pipeline, batch_size=None, num_workers=args.num_workers,
                         pin_memory=cuda)
     steps = max(1, len(shards) // (ranks.world_size * args.batch_size))
-    return ShardLoader(loader, steps, steps * args.batch_size)
+    return ShardLoader(loader, steps, steps * args.batch_size, shuffles)
 
 
 def build_model(num_classes: int, width: int = 32):
@@ -354,8 +417,10 @@ def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
                    f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
                    f"world size {ranks.world_size}")
     where = f"{len(dataset.urls)} shards in " if args.data_format == "webdataset" else ""
+    counted = ("" if args.data_format != "webdataset" else " (scanned)" if dataset.scanned
+               else " (from --dataset-size and --num-classes)")
     ranks.log_main(f"data: {len(dataset)} JPEG files in {len(dataset.classes)} classes in "
-                   f"{where}{Path(args.train).resolve()}")
+                   f"{where}{Path(args.train).resolve()}{counted}")
 
 
 def import_custom_op(ranks: Ranks):

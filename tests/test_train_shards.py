@@ -123,3 +123,18 @@ def test_fewer_shards_than_readers_is_refused(tmp_path: Path) -> None:
     code, output = train(tmp_path, "--num-workers", 2)
     assert code != 0
     assert "1 shards for 1 ranks x 2 workers: every DataLoader worker needs at least one" in output
+
+
+def test_sizes_given_skip_the_scan_and_epochs_reshuffle(tmp_path: Path) -> None:
+    """With --dataset-size and --num-classes nothing is scanned; every epoch is one pass over
+    the shards in a new order (the shuffles are seeded by the epoch)."""
+    make_shards(tmp_path / "data", 16, 4)
+    code, output = train(tmp_path, "--epochs", 3, "--num-workers", 0, "--dataset-size", 16,
+                         "--num-classes", 2, "--log-indices", tmp_path / "indices")
+    assert code == 0, output[-4000:]
+    assert "data: 16 JPEG files in 2 classes in 4 shards in" in output
+    assert "(from --dataset-size and --num-classes)" in output
+    epochs = [epoch["indices"] for epoch in json.loads(
+        (tmp_path / "indices" / "indices-rank0.json").read_text())["epochs"]]
+    assert [sorted(indices) for indices in epochs] == [list(range(16))] * 3
+    assert len({tuple(indices) for indices in epochs}) == 3
