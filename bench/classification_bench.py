@@ -31,9 +31,14 @@ Rows:
   EncodedJpeg       JpegFolder yielding custom_op.EncodedJpeg under torchvision's own
                     v2.RandomResizedCrop + v2.RandomHorizontalFlip (only the window is decoded)
   tar shards        the same files as WebDataset tar shards (8 shards, written by
-                    synthetic.write_shards; prepared by the same command), read with
-                    webdataset (each worker drawing shards at random: resampled=True), each
-                    member an EncodedJpeg under the same transforms
+                    synthetic.write_shards; prepared by the same command), read with a
+                    webdataset pipeline (each worker drawing shards at random:
+                    ResampledShards, with_epoch for its share of a pass) whose members are
+                    read by custom_op.datasets.TarSamples and shuffled in a buffer of 256
+                    (wds.shuffle), each an EncodedJpeg under the same transforms; the last
+                    shard row reads them with webdataset's own wds.tarfile_to_samples
+                    (Python's tarfile) instead. The shards are written from the files in a
+                    shuffled order, as WebDataset advises
   decoder alone     custom_op.decode_and_crop_jpeg_batch(size=224, num_threads=2) over the
                     original files' bytes in memory, one process, the same number of images
                     and RandomResizedCrop windows: an upper bound for 2 cores
@@ -48,7 +53,6 @@ against the uint8 torchvision row.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 import os
 import pathlib
@@ -65,7 +69,7 @@ from torchvision.transforms import v2
 import custom_op
 import synthetic
 from bench import images, loaders, report, sampling
-from custom_op.datasets import JpegFolder
+from custom_op.datasets import JpegFolder, TarSamples
 from custom_op.transforms import RandomResizedCropJPEG
 
 HEIGHT, WIDTH, SIZE = 375, 500, 224
@@ -84,11 +88,15 @@ ENCODED_UINT8 = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8"
 ENCODED_UINT8_PREPARED = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, prepared"
 SHARDS_UINT8 = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, tar shards"
 SHARDS_UINT8_PREPARED = "custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, tar shards, prepared"
+SHARDS_UINT8_PREPARED_TARFILE = ("custom_op.EncodedJpeg + v2.RandomResizedCrop, uint8, tar shards, prepared, "
+                                 "wds.tarfile_to_samples")
 DECODER = "decoder alone, 1 process x 2 threads (upper bound)"
 UINT8_ROWS = (TV_UINT8, CUSTOM_UINT8, CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED,
-              SHARDS_UINT8, SHARDS_UINT8_PREPARED, DECODER)
+              SHARDS_UINT8, SHARDS_UINT8_PREPARED, SHARDS_UINT8_PREPARED_TARFILE, DECODER)
 #: The tree in this many tar shards: several per DataLoader worker.
 SHARDS = 8
+#: Samples each worker shuffles among (wds.shuffle), as a training pipeline over shards does.
+SHUFFLE_BUFFER = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -165,11 +173,12 @@ def _decoder_runner(paths: list[pathlib.Path], length: int, seed: int) -> loader
     return run
 
 
-def _shards(tree: pathlib.Path) -> pathlib.Path:
-    """The tree's files as tar shards (key.jpg + key.cls), written once beside it."""
-    folder = tree.with_name(tree.name + "-shards")
+def _shards(tree: pathlib.Path, seed: int) -> pathlib.Path:
+    """The tree's files as tar shards (key.jpg + key.cls), in a shuffled order (each shard mixes
+    both encodings, as a folder's random sampler does), written once beside it."""
+    folder = tree.with_name(f"{tree.name}-shards-shuffled-{seed}")
     if not any(folder.glob("*.tar")):
-        classes, samples = synthetic.folder_samples(tree)
+        classes, samples = synthetic.folder_samples(tree, seed=seed)
         count = sum(1 for _ in tree.glob("*/*.jpg"))
         synthetic.write_shards(samples, folder, math.ceil(count / SHARDS))
     return folder
@@ -185,39 +194,25 @@ class _ShardSample:
         return self.transform(custom_op.EncodedJpeg(sample["jpg"])), int(sample["cls"])
 
 
-class _Epochs:
-    """``batches`` batches per pass over an endless loader, as an epoch of the folder rows is.
+def _shard_loader(folder: pathlib.Path, reader: Callable, length: int, seed: int) -> DataLoader:
+    """webdataset over the shards, batched in the workers, ``length`` images per pass.
 
-    Each pass starts a new iteration, as each epoch of a map-style loader
-    does: batches the workers prefetched during the other rows' epochs are
-    dropped, not counted (persistent workers stay up, as in the folder rows).
-    """
-
-    def __init__(self, loader: DataLoader, batches: int) -> None:
-        self.loader = loader
-        self.batches = batches
-
-    def __iter__(self):
-        return itertools.islice(iter(self.loader), self.batches)
-
-
-def _shard_loader(folder: pathlib.Path, length: int, seed: int) -> _Epochs:
-    """webdataset over the shards, batched in the workers, endless.
-
-    Each worker draws shards at random, with replacement (``resampled=True``,
+    Each worker draws shards at random, with replacement (``ResampledShards``,
     webdataset's way of streaming without epochs), so that no batch is cut
-    short at the end of a pass.
+    short at the end of a shard; ``with_epoch`` ends each worker's pass
+    after its share of the batches, so that a pass ends as a folder's epoch
+    does, with nothing prefetched to throw away.
     """
     import webdataset as wds
     from torch.utils.data import default_collate
 
     urls = [str(path) for path in sorted(folder.glob("*.tar"))]
-    pipeline = (wds.WebDataset(urls, resampled=True, shardshuffle=False, seed=seed,
-                               nodesplitter=None)
-                .map(_ShardSample(_augment(v2.RandomResizedCrop(SIZE), [])))
-                .batched(BATCH, collation_fn=default_collate, partial=False))
-    loader = DataLoader(pipeline, batch_size=None, num_workers=WORKERS, persistent_workers=True)
-    return _Epochs(loader, length // BATCH)
+    pipeline = wds.DataPipeline(
+        wds.ResampledShards(urls, seed=seed), reader, wds.shuffle(SHUFFLE_BUFFER),
+        wds.map(_ShardSample(_augment(v2.RandomResizedCrop(SIZE), []))),
+        wds.batched(BATCH, collation_fn=default_collate, partial=False),
+    ).with_epoch(length // BATCH // WORKERS)
+    return DataLoader(pipeline, batch_size=None, num_workers=WORKERS, persistent_workers=True)
 
 
 def _loader(dataset: Any, length: int) -> DataLoader:
@@ -236,10 +231,14 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     runners: dict[str, Callable[[], tuple[int, int]]] = {
         name: loaders.epoch_runner(_loader(dataset, args.classification_length)) for name, dataset in datasets.items()}
-    shards = _shards(original)
+    shards = _shards(original, args.seed)
     prepared_shards, _ = images.prepared_copy(shards, WORKERS)
-    for name, folder in ((SHARDS_UINT8, shards), (SHARDS_UINT8_PREPARED, prepared_shards)):
-        runners[name] = loaders.epoch_runner(_shard_loader(folder, args.classification_length, args.seed))
+    import webdataset as wds
+    for name, folder, reader in ((SHARDS_UINT8, shards, TarSamples()),
+                                 (SHARDS_UINT8_PREPARED, prepared_shards, TarSamples()),
+                                 (SHARDS_UINT8_PREPARED_TARFILE, prepared_shards, wds.tarfile_to_samples())):
+        runners[name] = loaders.epoch_runner(
+            _shard_loader(folder, reader, args.classification_length, args.seed))
     runners[DECODER] = _decoder_runner([path for image_set in sets.values() for path in image_set.paths],
                                        args.classification_length, args.seed)
     timed = loaders.time_interleaved(runners, args.classification_rounds)
@@ -247,7 +246,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
 
     order = (PIL_FLOAT, TV_FLOAT, CUSTOM_FLOAT, CUSTOM_FLOAT_PREPARED, TV_UINT8, CUSTOM_UINT8,
              CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCODED_UINT8_PREPARED, SHARDS_UINT8,
-             SHARDS_UINT8_PREPARED, DECODER)
+             SHARDS_UINT8_PREPARED, SHARDS_UINT8_PREPARED_TARFILE, DECODER)
     rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
             for name in order if name in timed["per_round"]]
     rate = {row["config"]: row["median_images_per_s"] for row in rows}
