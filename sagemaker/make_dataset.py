@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.source is not None and not args.shards:
         parser.error("--from needs --shards")
     if args.source is not None:
-        class_names, samples = synthetic.folder_samples(args.source)
+        # Shuffled (by --seed), so that each shard mixes classes, as WebDataset advises.
+        class_names, samples = synthetic.folder_samples(args.source, seed=args.seed)
         what = f"the JPEGs of {args.source}"
     else:
         class_names = [f"class_{chr(ord('a') + i)}" for i in range(args.classes)]

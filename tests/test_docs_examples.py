@@ -2,7 +2,8 @@
 
 Each document's ```python blocks run in order in one namespace, in a folder
 that holds the files they name: cat.jpg (a photo-like 533 x 800 JPEG), an
-ImageFolder-style train/ tree and a COCO-style coco/ set, generated here.
+ImageFolder-style train/ tree, the same as tar shards in shards/, and a
+COCO-style coco/ set, generated here.
 A block that needs something else (a GPU, AWS) is marked in the document by
 a first line ``# not run by the tests: <why>``.
 """
@@ -17,7 +18,7 @@ import re
 import pytest
 from PIL import Image
 
-from synthetic import make_photo, write_coco_detection, write_jpeg_folder
+from synthetic import folder_samples, make_photo, write_coco_detection, write_jpeg_folder, write_shards
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -38,6 +39,7 @@ def example_folder(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     (folder / "cat.jpg").write_bytes(buffer.getvalue())
     write_jpeg_folder(folder / "train", 8, 300, 400, classes=("cat", "dog"), seed=2)
     write_coco_detection(folder / "coco", 4, 400, 600, seed=3)
+    write_shards(folder_samples(folder / "train", seed=4)[1], folder / "shards", 4)
     return folder
 
 

@@ -85,6 +85,11 @@ def test_command_line_writes_shards_that_prepare_accepts(tmp_path: pathlib.Path)
     assert "as 3 shards of up to 2 samples" in result.stdout
     assert sorted(path.name for path in (tmp_path / "shards").iterdir()) == [
         "val-000000.tar", "val-000001.tar", "val-000002.tar"]
+    images = [data for shard in sorted((tmp_path / "shards").iterdir())
+              for name, data in _members(shard) if name.endswith(".jpg")]
+    expected = [data for data, _ in folder_samples(tmp_path / "tree", seed=0)[1]]
+    in_order = [data for data, _ in folder_samples(tmp_path / "tree")[1]]
+    assert images == expected != in_order  # shuffled by --seed (default 0)
     summary = prepare_tree(tmp_path / "shards", tmp_path / "prepared", workers=1, progress=False)
     assert (summary.shards_written, summary.prepared, summary.other_members) == (3, 5, 5)
     assert summary.exit_code == 0
