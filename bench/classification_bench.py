@@ -34,7 +34,7 @@ Rows:
                     synthetic.write_shards; prepared by the same command), read with a
                     webdataset pipeline (each worker drawing shards at random:
                     ResampledShards, with_epoch for its share of a pass) whose members are
-                    read by custom_op.datasets.TarSamples and shuffled in a buffer of 256
+                    read by custom_op.datasets.TarSamples and shuffled in a buffer of 32
                     (wds.shuffle), each an EncodedJpeg under the same transforms; the last
                     shard row reads them with webdataset's own wds.tarfile_to_samples
                     (Python's tarfile) instead. The shards are written from the files in a
@@ -96,7 +96,10 @@ UINT8_ROWS = (TV_UINT8, CUSTOM_UINT8, CUSTOM_UINT8_PREPARED, ENCODED_UINT8, ENCO
 #: The tree in this many tar shards: several per DataLoader worker.
 SHARDS = 8
 #: Samples each worker shuffles among (wds.shuffle), as a training pipeline over shards does.
-SHUFFLE_BUFFER = 256
+#: Small, because the buffer reads ahead once per pass: a training epoch of a million images
+#: amortises a buffer of 1000; a 512-image pass per worker here would read 1.5 times its images
+#: with a buffer of 256 (the shards are written from shuffled files, so classes are mixed anyway).
+SHUFFLE_BUFFER = 32
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -214,7 +214,8 @@ class Shards:
     S3 that is still a request per sample: give the sizes for large ones.
     """
 
-    def __init__(self, root: Path, dataset_size: int = 0, num_classes: int = 0) -> None:
+    def __init__(self, root: Path, dataset_size: int = 0, num_classes: int = 0,
+                 on_error: str = "raise") -> None:
         self.urls = sorted(str(path) for path in root.glob("*.tar"))
         if not self.urls:
             raise SystemExit(f"train.py: no tar shards (*.tar) in {root.resolve()}. " + _WHERE)
@@ -222,29 +223,38 @@ class Shards:
             self.samples, self.classes = dataset_size, [str(label) for label in range(num_classes)]
             self.scanned = False
             return
-        self.samples, labels = self._scan()
+        self.samples, labels = 0, set()
+        for url in self.urls:
+            self._scan(url, labels, on_error)
         self.classes = [str(label) for label in range(max(labels) + 1)] if labels else []
         self.scanned = True
 
-    def _scan(self) -> tuple[int, set[int]]:
+    def _scan(self, url: str, labels: set[int], on_error: str) -> None:
+        """Counts a shard's samples and labels; a damaged shard stops the job or, with
+        --on-error substitute, is counted up to the damage (training skips its rest)."""
         import tarfile
 
-        samples, labels = 0, set()
-        for url in self.urls:
+        try:
             with tarfile.open(url, mode="r:") as shard:  # random access: seeks over the images
                 for member in shard:
                     if member.name.endswith(".jpg"):
-                        samples += 1
+                        self.samples += 1
                     elif member.name.endswith(".cls"):
                         labels.add(int(shard.extractfile(member).read()))
-        return samples, labels
+        except (tarfile.TarError, OSError, ValueError) as error:
+            if on_error == "raise":
+                raise SystemExit(f"train.py: {url}: a damaged shard ({error}); --on-error "
+                                 "substitute would skip what cannot be read") from None
+            print(f"train.py: warning: {url}: a damaged shard ({error}): training skips what "
+                  "cannot be read", file=sys.stderr, flush=True)
 
     def __len__(self) -> int:
         return self.samples
 
 
 def open_shards(args: argparse.Namespace) -> Shards:
-    return Shards(Path(args.train).expanduser(), args.dataset_size, args.num_classes)
+    return Shards(Path(args.train).expanduser(), args.dataset_size, args.num_classes,
+                  args.on_error)
 
 
 class DecodeSample:

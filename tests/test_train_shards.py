@@ -138,3 +138,19 @@ def test_sizes_given_skip_the_scan_and_epochs_reshuffle(tmp_path: Path) -> None:
         (tmp_path / "indices" / "indices-rank0.json").read_text())["epochs"]]
     assert [sorted(indices) for indices in epochs] == [list(range(16))] * 3
     assert len({tuple(indices) for indices in epochs}) == 3
+
+
+@pytest.mark.parametrize("scan", [True, False], ids=["scanned", "sizes-given"])
+@pytest.mark.parametrize("policy", ["raise", "substitute"])
+def test_on_error_policy_for_a_truncated_shard(tmp_path: Path, policy: str, scan: bool) -> None:
+    """Found by the start-up scan, or else by the reader during training: stops the job naming
+    the shard, or is skipped with a warning naming it."""
+    make_shards(tmp_path / "data", 8, 4)
+    shard = tmp_path / "data" / "train-000001.tar"
+    shard.write_bytes(shard.read_bytes()[:3000])  # inside its first image
+    sizes = [] if scan else ["--dataset-size", 8, "--num-classes", 2]
+    code, output = train(tmp_path, "--epochs", 1, "--num-workers", 0, "--on-error", policy, *sizes)
+    named = (f"train.py: {'' if policy == 'raise' else 'warning: '}{shard}: a damaged shard" if scan
+             else f"{shard}: member 000000004.jpg at byte 0: the archive ends")
+    assert named in output
+    assert (code != 0) if policy == "raise" else (code == 0), output[-4000:]
