@@ -16,6 +16,12 @@
 #               of the generated JPEGs (default 180 x 240)
 #   DATA_FORMAT folder (default: an ImageFolder tree) or webdataset (tar shards of
 #               SAMPLES_PER_SHARD samples, default 8, read by train.py --data-format webdataset)
+#   PREPARE     none (default) or processing (with DATA_FORMAT=webdataset): the shards go
+#               first through simulate_processing.py --verify, the Processing job of
+#               launch_prepare.py as PREPARE_INSTANCES (default 2) local instances with their
+#               own empty build folder, and the job trains on the union of the instances'
+#               outputs (its s3-output folder, copied into the channel as SageMaker downloads
+#               an S3 prefix)
 # Uses CPUs (gloo) here; on a GPU machine train.py picks nccl.
 set -euo pipefail
 
@@ -36,6 +42,17 @@ case "$DATA_FORMAT" in
   webdataset) DATASET_ARGS=(--shards --samples-per-shard "$SAMPLES_PER_SHARD")
               TRAIN_ARGS=(--data-format webdataset) ;;
   *) echo "run_local.sh: DATA_FORMAT must be folder or webdataset, not '$DATA_FORMAT'" >&2; exit 2 ;;
+esac
+PREPARE="${PREPARE:-none}"
+PREPARE_INSTANCES="${PREPARE_INSTANCES:-2}"
+case "$PREPARE" in
+  none) ;;
+  processing)
+    if [ "$DATA_FORMAT" != webdataset ]; then
+      echo "run_local.sh: PREPARE=processing needs DATA_FORMAT=webdataset (it prepares shards)" >&2
+      exit 2
+    fi ;;
+  *) echo "run_local.sh: PREPARE must be none or processing, not '$PREPARE'" >&2; exit 2 ;;
 esac
 KEPT="kept"
 if [ -z "${WORK_DIR:-}" ]; then
@@ -63,8 +80,19 @@ mkdir -p "$CUSTOM_OP_BUILD_DIR"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 
 echo "run_local.sh: work folder $WORK_DIR"
-"$PY" sagemaker/make_dataset.py "$SM_CHANNEL_TRAIN" --images "$NUM_IMAGES" \
+# Without PREPARE the dataset is the channel; with it, the Processing job's input.
+DATASET_DIR="$SM_CHANNEL_TRAIN"
+[ "$PREPARE" = none ] || DATASET_DIR="$WORK_DIR/shards"
+"$PY" sagemaker/make_dataset.py "$DATASET_DIR" --images "$NUM_IMAGES" \
   --height "$IMAGE_HEIGHT" --width "$IMAGE_WIDTH" ${DATASET_ARGS[@]+"${DATASET_ARGS[@]}"}
+if [ "$PREPARE" = processing ]; then
+  echo "run_local.sh: simulate_processing.py: $PREPARE_INSTANCES instances prepare the shards"
+  # A separate job in its own container: its own cold build, not the training job's folder.
+  CUSTOM_OP_BUILD_DIR="$WORK_DIR/processing/build" "$PY" sagemaker/simulate_processing.py \
+    "$WORK_DIR/processing" --shards-from "$DATASET_DIR" --instances "$PREPARE_INSTANCES" --verify
+  mkdir -p "$(dirname "$SM_CHANNEL_TRAIN")"
+  cp -R "$WORK_DIR/processing/s3-output" "$SM_CHANNEL_TRAIN"
+fi
 
 echo "run_local.sh: torchrun --standalone --nproc_per_node $NPROC sagemaker/train.py"
 started=$(date +%s)

@@ -5,6 +5,10 @@
 #                             custom_op build folder (the build happens in the job)
 # make sagemaker-local-shards - the same job reading WebDataset tar shards
 #                             (train.py --data-format webdataset)
+# make sagemaker-at-scale-local - the two end to end: shards from make_dataset.py,
+#                             prepared (--verify) by sagemaker-processing-local's 2
+#                             instances, the union of their outputs trained on by
+#                             sagemaker-local-shards' 2-rank job (run_local.sh PREPARE=processing)
 # make sagemaker-dry-run    - print the job launch.py would start and its source_dir
 #                             files (no SDK, no AWS)
 # make sagemaker-processing-local - launch_prepare.py's Processing job on this machine:
@@ -23,13 +27,18 @@ SAGEMAKER_LAUNCH_ARGS ?=
 SAGEMAKER_WORK_DIR ?=
 SAGEMAKER_PROCESSING_ARGS ?=
 
-.PHONY: sagemaker-local sagemaker-local-shards sagemaker-dry-run sagemaker-processing-local
+.PHONY: sagemaker-local sagemaker-local-shards sagemaker-at-scale-local sagemaker-dry-run \
+	sagemaker-processing-local
 
 sagemaker-local: deps
 	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
 
 sagemaker-local-shards: deps
 	DATA_FORMAT=webdataset PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
+
+sagemaker-at-scale-local: deps
+	DATA_FORMAT=webdataset PREPARE=processing PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" \
+		bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
 
 sagemaker-dry-run:
 	$(PY) sagemaker/launch.py --dry-run $(SAGEMAKER_LAUNCH_ARGS)

@@ -422,7 +422,8 @@ def test_verify_failure_keeps_the_original(tmp_path: pathlib.Path,
     src, dst = tmp_path / "src", tmp_path / "dst"
     names = _write_small_tree(src, count=2)
     real = prepare_files.prepare_jpeg_with_info
-    monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info", lambda data: bad_prepare(real, data))
+    monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info",
+                        lambda data, **limits: bad_prepare(real, data))
 
     assert main([str(src), str(dst), "--verify", "--quiet", "--workers", "1"]) == 1
 
@@ -475,6 +476,57 @@ def test_bad_worker_count_exits_2(tmp_path: pathlib.Path, workers: str) -> None:
     assert exit_info.value.code == 2
     with pytest.raises(ValueError, match="workers"):
         prepare_tree(tmp_path, tmp_path.parent / "dst", workers=0)
+
+
+#: A 512 x 512 colour JPEG: its rewrite needs about 2.4 MB of working memory.
+_LARGE = (512, 512)
+
+
+@pytest.mark.parametrize("progressive", [False, True], ids=["baseline", "progressive"])
+def test_max_memory_refuses_and_accepts(tmp_path: pathlib.Path, progressive: bool,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    data = _pillow_jpeg(*_LARGE, seed=3, quality=90, progressive=progressive)
+    (src / "large.jpg").write_bytes(data)
+    # Below what it needs: copied byte for byte, the reason in the summary, not an error.
+    assert main([str(src), str(tmp_path / "small"), "--max-memory", "1M", "--quiet",
+                 "--workers", "1"]) == 0
+    report = capsys.readouterr().out
+    assert (tmp_path / "small" / "large.jpg").read_bytes() == data
+    assert "copied unchanged     1" in report and "prepared             0" in report
+    assert "more than max_memory=1048576" in report and "I/O errors           0" in report
+    # Enough: prepared, and verified with the same limit.
+    assert main([str(src), str(tmp_path / "large"), "--max-memory", "8M", "--verify", "--quiet",
+                 "--workers", "1"]) == 0
+    report = capsys.readouterr().out
+    assert "prepared             1" in report and "failed verification  0" in report
+    assert custom_op.seekable((tmp_path / "large" / "large.jpg").read_bytes())
+
+
+@pytest.mark.parametrize("text, expected", [("268435456", 256 << 20), ("512M", 512 << 20),
+                                            ("2g", 2 << 30), ("64k", 64 << 10)])
+def test_max_memory_takes_bytes_and_suffixes(text: str, expected: int) -> None:
+    from custom_op.prepare.cli import _parser
+
+    assert _parser().parse_args(["a", "b", "--max-memory", text]).max_memory == expected
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "1.5G", "12X", "M", ""])
+def test_bad_max_memory_exits_2_naming_it(tmp_path: pathlib.Path, text: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path), str(tmp_path.parent / "dst"), "--max-memory", text])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert "--max-memory: " in error and repr(text) in error, error
+    assert not (tmp_path.parent / "dst").exists()
+
+
+@pytest.mark.parametrize("value, error", [(0, ValueError), (True, TypeError), ("1M", TypeError)])
+def test_prepare_tree_checks_max_memory(tmp_path: pathlib.Path, value, error) -> None:
+    with pytest.raises(error, match="max_memory"):
+        prepare_tree(tmp_path, tmp_path.parent / "dst", max_memory=value)
 
 
 def test_progress_goes_to_stderr_only_when_asked(prepared, tmp_path: pathlib.Path,

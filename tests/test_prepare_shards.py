@@ -290,7 +290,7 @@ def test_verify_failure_in_a_shard_keeps_the_original_member(
     members = _sample_members(0)
     _write_tar(src / "s.tar", members)
     monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info",
-                        lambda data: PreparedJpeg(bytes(data), 0, False))  # not seekable
+                        lambda data, **limits: PreparedJpeg(bytes(data), 0, False))  # not seekable
     summary = prepare_tree(src, tmp_path / "dst", workers=1, verify=True, progress=False)
     assert [path for path, _ in summary.verify_failed] == ["s.tar:sample0000.jpg"]
     assert summary.exit_code == 1 and summary.shards_written == 1
@@ -315,11 +315,11 @@ def test_ctrl_c_inside_a_shard_leaves_no_partial_shard(
     real_rewrite = prepare_shards.rewrite_jpeg
     calls = []
 
-    def rewrite_then_interrupt(data: bytes, verify: bool):
+    def rewrite_then_interrupt(data: bytes, *options):
         calls.append(1)
         if len(calls) == 7:
             raise KeyboardInterrupt
-        return real_rewrite(data, verify)
+        return real_rewrite(data, *options)
 
     monkeypatch.setattr(prepare_shards, "rewrite_jpeg", rewrite_then_interrupt)
     assert main([str(src), str(dst), "--workers", "1", "--quiet"]) == 130

@@ -26,7 +26,8 @@ WAITING = "waiting for another process"
 # Variables of the surrounding environment that would change what the scripts do.
 _SCRUBBED_PREFIXES = ("SM_", "CUSTOM_OP_", "TORCHELASTIC_")
 _SCRUBBED = {"WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-             "PYTHONPATH", "WORK_DIR", "NPROC", "NUM_IMAGES", "IMAGE_HEIGHT", "IMAGE_WIDTH"}
+             "PYTHONPATH", "WORK_DIR", "NPROC", "NUM_IMAGES", "IMAGE_HEIGHT", "IMAGE_WIDTH",
+             "DATA_FORMAT", "SAMPLES_PER_SHARD", "PREPARE", "PREPARE_INSTANCES"}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -352,6 +353,17 @@ def test_run_local_removes_its_temporary_work_folder(tmp_path):
     assert f"work folder {scratch}" in output
     # (torchrun leaves a torchelastic_* folder of its own there.)
     assert not list(scratch.glob("custom_op-sagemaker-*"))
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PREPARE": "yes"}, "PREPARE must be none or processing, not 'yes'"),
+    ({"PREPARE": "processing"}, "PREPARE=processing needs DATA_FORMAT=webdataset"),
+], ids=["unknown", "folder-format"])
+def test_run_local_refuses_a_bad_prepare_setting(tmp_path, env, message):
+    code, output = run(["bash", SAGEMAKER / "run_local.sh"], cwd=REPO,
+                       env=clean_env(PY=sys.executable, TMPDIR=str(tmp_path), **env), timeout=60)
+    assert code == 2 and message in output, output
+    assert not list(tmp_path.iterdir())  # refused before any work folder or data
 
 
 # --------------------------------------------------------------------------

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 # The fixtures sdk_v2_python and sdk_v3_python are imported for pytest to find.
-from test_sagemaker import (clean_env, fake_sdk, no_submit_with_sdk, run,  # noqa: F401
-                            sdk_v2_python, sdk_v3_python)
+from test_sagemaker import (check_saved_model, clean_env, fake_sdk,  # noqa: F401
+                            no_submit_with_sdk, run, sdk_v2_python, sdk_v3_python)
+from test_train_shards import train
 
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
@@ -256,6 +257,77 @@ def test_a_truncated_shard_fails_its_instance_and_is_not_uploaded(tmp_path, buil
     assert "shards refused       1 (nothing written)" in log and "train-000001.tar" in log
     assert not list((tmp_path / "work" / "instance-1" / "output" / "data").iterdir())
     assert "FAILED" in output
+
+
+# --------------------------------------------------------------------------
+# End to end: the instances' uploaded outputs train two ranks.
+# --------------------------------------------------------------------------
+
+def shard_keys(folder: Path) -> dict[int, str]:
+    """Sample key number -> the name of the shard holding its JPEG, for every shard in folder."""
+    owners = {}
+    for shard in sorted(folder.glob("*.tar")):
+        with tarfile.open(shard) as archive:
+            owners.update({int(name.split(".")[0]): shard.name for name in archive.getnames()
+                           if name.endswith(".jpg")})
+    return owners
+
+
+def jpeg_members_seekable(shard: Path) -> list[bool]:
+    import custom_op
+
+    with tarfile.open(shard) as archive:
+        return [custom_op.seekable(archive.extractfile(member).read())
+                for member in archive.getmembers() if member.name.endswith(".jpg")]
+
+
+@pytest.fixture(scope="module")
+def trained_from_prepared(two_instances, tmp_path_factory):
+    """train.py --data-format webdataset on 2 ranks over s3-output, the union the instances
+    uploaded: 40 samples in 5 shards (3 for rank 0, 2 for rank 1), 4 steps of 4 per rank."""
+    work, code, output, _ = two_instances
+    assert code == 0, output[-6000:]
+    job = tmp_path_factory.mktemp("trained_from_prepared")
+    # The later --train wins over the helper's own: the ranks read the uploaded folder itself.
+    code, output = train(job, "--train", work / "s3-output", "--epochs", 1, "--max-steps", 4,
+                         "--num-workers", 1, "--log-indices", job / "indices", ranks=2)
+    assert code == 0, output[-6000:]
+    return work, job, output
+
+
+def test_prepared_shards_train_two_ranks(trained_from_prepared):
+    work, job, output = trained_from_prepared
+    # train.py names the folder it read: the uploaded union, not the instances' input.
+    assert f"data: 40 JPEG files in 2 classes in 5 shards in {work / 's3-output'}" in output
+    assert "DistributedDataParallel: backend gloo, 2 ranks" in output
+    metrics = json.loads((job / "output" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["steps"] == 4
+    assert [(epoch["steps"], epoch["images"]) for epoch in metrics["epochs"]] == [(4, 32)]
+    check_saved_model(job / "model" / "model.pth", ["0", "1"])
+
+
+def test_ranks_read_disjoint_prepared_shards(trained_from_prepared):
+    work, job, _ = trained_from_prepared
+    owners = shard_keys(work / "s3-output")
+    assert sorted(owners) == list(range(40))
+    seen = [json.loads((job / "indices" / f"indices-rank{rank}.json").read_text())
+            ["epochs"][0]["indices"] for rank in (0, 1)]
+    for indices in seen:
+        assert len(indices) == len(set(indices)) == 16
+        assert set(indices) <= set(owners)
+    # Split by shard: no shard, let alone a sample, is read by both ranks.
+    shards = [{owners[index] for index in indices} for indices in seen]
+    assert shards[0] and shards[1] and not shards[0] & shards[1]
+
+
+def test_the_shards_trained_on_are_the_prepared_copies(trained_from_prepared):
+    work, *_ = trained_from_prepared
+    for shard in sorted((work / "s3-output").glob("*.tar")):
+        original = work / "s3-input" / shard.name
+        assert shard.read_bytes() != original.read_bytes()
+        # Pillow's JPEGs have no restart markers; prepare's copies can be seeked into.
+        assert not any(jpeg_members_seekable(original))
+        assert all(jpeg_members_seekable(shard)) and jpeg_members_seekable(shard)
 
 
 # --------------------------------------------------------------------------

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from concurrent.futures.process import BrokenProcessPool
 from typing import Optional, Sequence
 
+from .._decode import DEFAULT_MAX_MEMORY
 from .tree import prepare_tree
 
 PROG = "python -m custom_op.prepare"
@@ -21,6 +23,23 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+#: --max-memory's suffixes: binary multiples, as the sizes of memory are counted.
+_BYTE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_BYTES = re.compile(r"([0-9]+)([KMGT]?)", re.IGNORECASE)
+
+
+def _bytes(text: str) -> int:
+    """argparse type: a number of bytes >= 1, plain or with a K, M, G or T suffix (powers of 1024)."""
+    match = _BYTES.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not a number of bytes: {text!r} (use e.g. 268435456, 512M or 2G)")
+    value = int(match.group(1)) * _BYTE_SUFFIXES[match.group(2).upper()]
+    if not 1 <= value <= 2**62:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 2**62 bytes, got {text!r}")
     return value
 
 
@@ -41,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--verify", action="store_true",
                         help="decode every input and output in full and require equal pixels "
                              "(about two extra full decodes per file)")
+    parser.add_argument("--max-memory", type=_bytes, default=DEFAULT_MAX_MEMORY, metavar="BYTES",
+                        help="working memory one file may use, e.g. 512M or 2G (default 256M); "
+                             "a JPEG that needs more is copied unchanged, with the bytes it "
+                             "needs as the reason in the summary")
     parser.add_argument("--force", action="store_true",
                         help="rewrite outputs that are already at least as new as their source")
     parser.add_argument("--quiet", action="store_true",
@@ -65,7 +88,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     try:
         summary = prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
-                               force=args.force, progress=False if args.quiet else None)
+                               force=args.force, progress=False if args.quiet else None,
+                               max_memory=args.max_memory)
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -14,7 +14,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .._decode import decode_and_crop_jpeg, jpeg_size
+from .._decode import DEFAULT_MAX_MEMORY, decode_and_crop_jpeg, jpeg_size
 from .._errors import JpegDecodeError
 from .._restart_markers import prepare_jpeg_with_info, seekable
 from ..datasets._loading import _JPEG_SIGNATURE
@@ -43,12 +43,15 @@ def is_jpeg(head: bytes) -> bool:
     return head[:SIGNATURE_LENGTH] == _JPEG_SIGNATURE
 
 
-def _verify(original: bytes, prepared: bytes) -> Optional[str]:
+def _verify(original: bytes, prepared: bytes, max_memory: int) -> Optional[str]:
     """Why ``prepared`` is not a faithful, seekable rewrite of ``original``; None if it is."""
     try:
         height, width, _ = jpeg_size(original)
-        before = decode_and_crop_jpeg(original, 0, 0, height, width, mode="unchanged", seek=False)
-        after = decode_and_crop_jpeg(prepared, 0, 0, height, width, mode="unchanged", seek=False)
+        # The limit that let the file be prepared also lets its (progressive) input be decoded.
+        before = decode_and_crop_jpeg(original, 0, 0, height, width, mode="unchanged", seek=False,
+                                      max_memory=max_memory)
+        after = decode_and_crop_jpeg(prepared, 0, 0, height, width, mode="unchanged", seek=False,
+                                     max_memory=max_memory)
         if not torch.equal(before, after):
             return "the prepared file decodes to different pixels"
         if not seekable(prepared):
@@ -58,16 +61,21 @@ def _verify(original: bytes, prepared: bytes) -> Optional[str]:
     return None
 
 
-def rewrite_jpeg(data: bytes, verify: bool) -> Rewrite:
-    """Prepares a JPEG's bytes; the input itself when prepare_jpeg refuses or verification fails."""
+def rewrite_jpeg(data: bytes, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> Rewrite:
+    """Prepares a JPEG's bytes; the input itself when prepare_jpeg refuses or verification fails.
+
+    A file whose rewrite would need more than ``max_memory`` is refused by
+    prepare_jpeg with a JpegDecodeError naming the bytes it needs, so it is
+    copied with that reason, like any other refusal.
+    """
     try:
-        result = prepare_jpeg_with_info(data)
+        result = prepare_jpeg_with_info(data, max_memory=max_memory)
     except JpegDecodeError as error:
         return Rewrite(COPIED, describe(error), data, False, 0.0)
     if not verify:
         return Rewrite(PREPARED, "", result.data, result.was_progressive, 0.0)
     start = time.perf_counter()
-    problem = _verify(data, result.data)
+    problem = _verify(data, result.data, max_memory)
     seconds = time.perf_counter() - start
     if problem is not None:
         # A wrong output must not stay behind: the original is always safe to train on.
@@ -75,7 +83,7 @@ def rewrite_jpeg(data: bytes, verify: bool) -> Rewrite:
     return Rewrite(PREPARED, "", result.data, result.was_progressive, seconds)
 
 
-def handle_file(task: Task, verify: bool) -> Outcome:
+def handle_file(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> Outcome:
     """Writes one plain file's output, and says what it did; never raises for one bad file."""
     start = time.perf_counter()
     try:
@@ -86,7 +94,7 @@ def handle_file(task: Task, verify: bool) -> Outcome:
             head = file.read(SIGNATURE_LENGTH)
             data = head + file.read() if is_jpeg(head) else None
         if data is not None:
-            rewrite = rewrite_jpeg(data, verify)
+            rewrite = rewrite_jpeg(data, verify, max_memory)
             atomic.replace_atomically(task, atomic.write_bytes(rewrite.data))
             outcome = Outcome(task.relative, rewrite.kind, rewrite.reason, len(data),
                               len(rewrite.data), rewrite.was_progressive,

@@ -25,6 +25,7 @@ import tarfile
 import time
 from typing import BinaryIO, Optional
 
+from .._decode import DEFAULT_MAX_MEMORY
 from . import atomic
 from .files import EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, rewrite_jpeg
 from .items import (COPIED, ERROR, OTHER_MEMBER, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task,
@@ -108,14 +109,14 @@ def _copy_member(writer: tarfile.TarFile, info: tarfile.TarInfo, data: bytes) ->
 
 
 def _member(shard: str, info: tarfile.TarInfo, reader: tarfile.TarFile,
-            writer: tarfile.TarFile, verify: bool) -> Outcome:
+            writer: tarfile.TarFile, verify: bool, max_memory: int) -> Outcome:
     """Writes one regular member to ``writer``; what happened to it."""
     path = f"{shard}:{info.name}"
     stream = reader.extractfile(info)
     head = stream.read(SIGNATURE_LENGTH)
     if is_jpeg(head):
         data = head + stream.read()
-        rewrite = rewrite_jpeg(data, verify)
+        rewrite = rewrite_jpeg(data, verify, max_memory)
         _copy_member(writer, info, rewrite.data)
         return Outcome(path, rewrite.kind, rewrite.reason, len(data), len(rewrite.data),
                        rewrite.was_progressive, verify_seconds=rewrite.verify_seconds,
@@ -127,7 +128,8 @@ def _member(shard: str, info: tarfile.TarInfo, reader: tarfile.TarFile,
     return Outcome(path, OTHER_MEMBER, "", info.size, info.size, member=True)
 
 
-def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) -> None:
+def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
+             outcomes: list[Outcome]) -> None:
     """Streams the shard ``task.source`` into ``temporary``, member by member."""
     keys = _Keys()
     where = ""  # where reading stopped, for the reason of a refusal
@@ -142,7 +144,8 @@ def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) 
                     where = f" in member {info.name!r}"
                     keys.check(info.name)
                     if info.isfile():
-                        outcomes.append(_member(task.relative, info, reader, writer, verify))
+                        outcomes.append(_member(task.relative, info, reader, writer, verify,
+                                                        max_memory))
                     else:
                         writer.addfile(info)  # folders, links: their header is all there is
                     where = f" after member {info.name!r}"
@@ -152,7 +155,8 @@ def _rewrite(task: Task, temporary: str, verify: bool, outcomes: list[Outcome]) 
         _check_end(raw, end, size)
 
 
-def handle_shard(task: Task, verify: bool) -> list[Outcome]:
+def handle_shard(task: Task, verify: bool,
+                 max_memory: int = DEFAULT_MAX_MEMORY) -> list[Outcome]:
     """Writes one shard's output; the outcomes of its members and of the shard.
 
     Never raises for a bad shard: it is refused (nothing written under its name)
@@ -163,7 +167,7 @@ def handle_shard(task: Task, verify: bool) -> list[Outcome]:
     try:
         os.makedirs(os.path.dirname(task.destination), exist_ok=True)
         atomic.replace_atomically(
-            task, lambda temporary: _rewrite(task, temporary, verify, outcomes))
+            task, lambda temporary: _rewrite(task, temporary, verify, max_memory, outcomes))
         shard = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
                         os.path.getsize(task.destination))
     except _Interrupted:

@@ -7,11 +7,13 @@ whole to one worker, and counts what comes back.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
 from typing import Optional
 
+from .._decode import DEFAULT_MAX_MEMORY, _as_limit
 from . import atomic, pool, walk
 from .files import handle_file
 from .items import Outcome, Task
@@ -20,16 +22,17 @@ from .shards import handle_shard
 from .summary import Summary
 
 
-def handle_task(task: Task, verify: bool) -> list[Outcome]:
+def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> list[Outcome]:
     """What a worker does with one Task: a shard as a whole, or a plain file."""
     if task.is_shard:
-        return handle_shard(task, verify)
-    return [handle_file(task, verify)]
+        return handle_shard(task, verify, max_memory)
+    return [handle_file(task, verify, max_memory)]
 
 
 def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
                  verify: bool = False, force: bool = False,
-                 progress: Optional[bool] = None) -> Summary:
+                 progress: Optional[bool] = None,
+                 max_memory: int = DEFAULT_MAX_MEMORY) -> Summary:
     """Prepares every JPEG under ``src`` for seeking into the same relative path under ``dst``.
 
     JPEGs (by content) are rewritten by :func:`custom_op.prepare_jpeg`, with
@@ -57,6 +60,11 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         force: Rewrite outputs that are already up to date.
         progress: True draws a progress bar on stderr, False never does,
             None draws it only when stderr is a terminal.
+        max_memory: Bytes of working memory one file's rewrite (and its
+            verification) may use, as for :func:`custom_op.prepare_jpeg`:
+            about 2 bytes per pixel and component, plus the file. A JPEG
+            that needs more is copied unchanged and listed in
+            ``Summary.copied`` under a reason that names the bytes it needs.
 
     Returns:
         A :class:`Summary`; ``summary.report()`` is its text and
@@ -66,7 +74,8 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
 
     Raises:
         ValueError: ``src`` is not a folder, ``dst`` is ``src`` or inside it (or
-            contains it), or ``workers`` < 1.
+            contains it), ``workers`` < 1, or ``max_memory`` < 1.
+        TypeError: ``max_memory`` is not an int.
         OSError: ``dst`` cannot be created. Errors on single files are listed
             in the summary instead.
         KeyboardInterrupt: the run was interrupted; every output written so far
@@ -80,6 +89,9 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     workers = (os.cpu_count() or 1) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"prepare_tree(): workers must be an int >= 1, got {workers!r}")
+    max_memory = _as_limit("prepare_tree", "max_memory", max_memory)
+    # A partial of a module-level function pickles by name, so it reaches the workers.
+    work = functools.partial(handle_task, max_memory=max_memory)
     source, destination = walk.check_folders(src, dst)
     os.makedirs(destination, exist_ok=True)
     summary = Summary(source, destination)
@@ -98,9 +110,9 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
 
     try:
         if workers == 1 or len(tasks) <= 1:
-            pool.run_inline(chunks, handle_task, verify, record)
+            pool.run_inline(chunks, work, verify, record)
         else:
-            pool.run_pool(chunks, handle_task, verify, min(workers, len(tasks)), record)
+            pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
     finally:
         bar.close()
     summary.sort()
