@@ -452,10 +452,11 @@ bool check_limits(const std::string& name, const Bytes& file) {
     JpegDecoder decoder(file.data(), file.size(), options);
     JpegInfo unused;
     const Status status = decoder.read_header(&unused);
-    const size_t at = status.message.find("pass max_memory=");
+    const std::string hint = "a max_memory of ";
+    const size_t at = status.message.find(hint);
     c.expect(!status.ok() && at != std::string::npos, "max_memory=1 gave: " + status.message);
     if (pixels <= kMaxPixels && at != std::string::npos) {
-      const int64_t needed = std::stoll(status.message.substr(at + 16));
+      const int64_t needed = std::stoll(status.message.substr(at + hint.size()));
       options.limits.max_memory = needed - 1;
       JpegDecoder below(file.data(), file.size(), options);
       const Status refused = below.read_header(&unused);

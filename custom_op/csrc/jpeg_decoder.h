@@ -223,7 +223,7 @@ class JpegDecoder {
   // this decode) against max_memory. read_header counts libjpeg's.
   Status reserve_memory(int64_t bytes) {
     memory_ += bytes;
-    return check_memory(memory_, options_.limits);
+    return check_memory(memory_, options_.limits, decode_memory_reason(cinfo_));
   }
 
   // Checks that `window` is non-empty and lies inside the image.

@@ -88,17 +88,24 @@ inline int64_t decode_memory_bytes(const jpeg_decompress_struct& cinfo) {
 }
 
 // Checks `needed` bytes (an estimate made before allocating) against
-// limits.max_memory.
-inline Status check_memory(int64_t needed, const Limits& limits) {
+// limits.max_memory; `why` says what takes most of it, for the message.
+inline Status check_memory(int64_t needed, const Limits& limits, const char* why) {
   if (needed <= limits.max_memory) {
     return Status{};
   }
+  // "a max_memory of N": the decode functions' keyword and the prepare tool's
+  // --max-memory both read it.
   return Status{StatusCode::kDecodeError,
-                "decoding this image needs about " + std::to_string(needed) +
-                    " bytes of working memory (libjpeg keeps every coefficient of a progressive "
-                    "or multi-scan image), more than max_memory=" +
-                    std::to_string(limits.max_memory) + "; pass max_memory=" +
-                    std::to_string(needed) + " or more to accept it"};
+                "this image needs about " + std::to_string(needed) + " bytes of working memory" +
+                    why + ", more than max_memory=" + std::to_string(limits.max_memory) +
+                    "; a max_memory of " + std::to_string(needed) + " or more accepts it"};
+}
+
+// What takes a decode's memory, for check_memory's message.
+inline const char* decode_memory_reason(const jpeg_decompress_struct& cinfo) {
+  return keeps_whole_image(cinfo)
+             ? " (libjpeg keeps every coefficient of a progressive or multi-scan image)"
+             : "";
 }
 
 // The Status for a jump out of libjpeg: out-of-memory is not the data's

@@ -194,7 +194,8 @@ class Preparer {
     // kind, and the output buffer grows to about the input's size (doubling).
     within_limits = check_memory(row_buffer_bytes(src_) + coefficient_buffer_bytes(src_) +
                                      2 * (static_cast<int64_t>(size_) + 65536),
-                                 options_.limits);
+                                 options_.limits,
+                                 " (the rewrite keeps every coefficient of the file)");
     if (!within_limits.ok()) {
       return within_limits;
     }
