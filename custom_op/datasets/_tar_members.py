@@ -110,7 +110,7 @@ def _pax_records(data: bytes) -> dict[str, str]:
         if length <= 0 or end > len(data) or data[end - 1:end] != b"\n" or b"=" not in data[space:end]:
             raise _Damaged("a damaged pax header")
         key, _, value = data[space + 1:end - 1].partition(b"=")
-        records[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+        records[_decoded(key)] = _decoded(value)
         position = end
     return records
 
