@@ -134,6 +134,7 @@ def test_summary_counts_rows_and_names_the_odd_ones(tmp_path: pathlib.Path) -> N
     assert len(damaged) == 1 and damaged[0] != NOT_A_JPEG
     report = summary.report()
     assert "(2 parquet files)" in report and summary.exit_code == 0
+    assert "other shard members" not in report  # a tar-only line
 
 
 def test_the_output_loads_with_datasets(prepared) -> None:
@@ -180,7 +181,8 @@ def _kill_after_first_file(src: pathlib.Path, dst: pathlib.Path) -> None:
             "parquet.rewrite_jpeg = lambda *args: (time.sleep(0.1), real(*args))[1]\n"
             "from custom_op.prepare import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     process = subprocess.Popen([sys.executable, "-c", slow, str(src), str(dst), "--workers", "1",
                                 "--quiet"], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
@@ -276,7 +278,8 @@ def test_null_images_are_kept_and_counted(tmp_path: pathlib.Path) -> None:
 
 @pytest.mark.parametrize("column, reason", [
     ("image", "no column 'image' (the columns are key, jpg, score)"),
-    ("score", "column 'score' is double, neither binary nor a struct {bytes: binary, path: string}"),
+    ("score",
+     "column 'score' is double, neither binary nor a struct {bytes: binary, path: string}"),
 ])
 def test_an_unusable_image_column_refuses_the_file(tmp_path: pathlib.Path, column: str,
                                                    reason: str) -> None:

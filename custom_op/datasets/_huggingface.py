@@ -1,4 +1,4 @@
-"""Hugging Face ``datasets`` rows whose images stay encoded until a torchvision v2 crop decodes them.
+"""Hugging Face ``datasets`` rows whose images stay encoded until a v2 crop decodes their window.
 
 A Hub dataset keeps its images as JPEG bytes in parquet. With the column cast
 to ``Image(decode=False)`` each row holds ``{"bytes": ..., "path": ...}``
@@ -100,7 +100,7 @@ def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
     Example:
         >>> from datasets import Image
         >>> rows = dataset.cast_column("image", Image(decode=False))
-        >>> image = hf_image(rows[0]["image"])        # EncodedJpeg(source='n01440764_10026.JPEG', ...)
+        >>> image = hf_image(rows[0]["image"])  # EncodedJpeg(source='n01440764_10026.JPEG', ...)
         >>> v2.RandomResizedCrop(224)(image).shape    # only the window was decoded
         torch.Size([3, 224, 224])
     """

@@ -268,6 +268,13 @@ class ParquetSummary(Summary):
         kinds += [f"{self.parquet_seen} parquet files"] if self.parquet_seen else []
         return f" ({', '.join(kinds)})" if kinds else ""
 
+    def report(self) -> str:
+        """Summary's report, without the tar-only count of other members when there is no tar."""
+        lines = super().report().split("\n")
+        if self.shards_seen == self.parquet_seen:
+            lines = [line for line in lines if not line.startswith("other shard members")]
+        return "\n".join(lines)
+
 
 def prepare_parquet(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
                     verify: bool = False, force: bool = False, progress: Optional[bool] = None,
