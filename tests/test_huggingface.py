@@ -25,7 +25,7 @@ from torchvision.io import ImageReadMode, decode_image
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-datasets = pytest.importorskip("datasets")  # noqa: E402 - requirements-dev.txt installs it
+import datasets  # noqa: E402 - requirements-dev.txt installs it
 from datasets import Image  # noqa: E402
 
 import custom_op  # noqa: E402

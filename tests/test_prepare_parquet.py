@@ -18,23 +18,21 @@ import subprocess
 import sys
 import time
 
+import pyarrow as pa  # requirements-dev.txt installs it, with datasets
+import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.parquet as pq
 import pytest
 import torch
 from PIL import Image
 
-pa = pytest.importorskip("pyarrow")  # requirements-dev.txt installs it, with datasets
-pq = pytest.importorskip("pyarrow.parquet")
-import pyarrow.compute  # noqa: E402,F401 - pa.compute
-pytest.importorskip("datasets")
-
-import custom_op  # noqa: E402
-from custom_op._restart_markers import PreparedJpeg  # noqa: E402
-from custom_op.prepare import NOT_A_JPEG, TEMPORARY_SUFFIX, main  # noqa: E402
-from custom_op.prepare import files as prepare_files  # noqa: E402
-from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, prepare_parquet  # noqa: E402
-from jpegenc import encode  # noqa: E402
-from synthetic import make_photo, make_smooth_noise  # noqa: E402
-from synthetic.hub import write_hub_dataset  # noqa: E402
+import custom_op
+from custom_op._restart_markers import PreparedJpeg
+from custom_op.prepare import NOT_A_JPEG, TEMPORARY_SUFFIX, main
+from custom_op.prepare import files as prepare_files
+from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, prepare_parquet
+from jpegenc import encode
+from synthetic import make_photo, make_smooth_noise
+from synthetic.hub import write_hub_dataset
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
@@ -174,11 +172,12 @@ def test_verify_failure_keeps_the_original_image(
 
 
 def _kill_after_first_file(src: pathlib.Path, dst: pathlib.Path) -> None:
-    """Runs the tool with each image slowed down; SIGKILL once the first file is complete."""
+    """Runs the tool with each image slowed down; SIGKILL once the first file is complete and the
+    second one's temporary exists (its images take 5 x 0.3 s: the kill lands inside it)."""
     slow = ("import sys, time\n"
             "import custom_op.prepare.parquet as parquet\n"
             "real = parquet.rewrite_jpeg\n"
-            "parquet.rewrite_jpeg = lambda *args: (time.sleep(0.1), real(*args))[1]\n"
+            "parquet.rewrite_jpeg = lambda *args: (time.sleep(0.3), real(*args))[1]\n"
             "from custom_op.prepare import main\n"
             "sys.exit(main(sys.argv[1:]))\n")
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
@@ -188,7 +187,7 @@ def _kill_after_first_file(src: pathlib.Path, dst: pathlib.Path) -> None:
                                stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not (dst / FILES[0]).exists():
+        while not ((dst / FILES[0]).exists() and list(dst.rglob(f"*{TEMPORARY_SUFFIX}"))):
             assert process.poll() is None and time.monotonic() < deadline, "no file written"
             time.sleep(0.01)
         os.kill(process.pid, signal.SIGKILL)
