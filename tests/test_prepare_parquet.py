@@ -289,3 +289,23 @@ def test_an_unusable_image_column_refuses_the_file(tmp_path: pathlib.Path, colum
                               image_column=column)
     assert summary.shards_refused == [("shard.parquet", reason)] and summary.exit_code == 1
     assert not (tmp_path / "dst" / "shard.parquet").exists()
+
+
+def test_null_rows_and_null_fields_of_the_image_struct_are_kept(tmp_path: pathlib.Path) -> None:
+    kind = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    images = pa.array([{"bytes": _jpeg(30), "path": "a.jpg"}, None,
+                       {"bytes": None, "path": "/elsewhere/b.jpg"},
+                       {"bytes": _jpeg(31), "path": None}], type=kind)
+    table = pa.table({"image": images, "id": [1, 2, 3, 4]})
+    (tmp_path / "src").mkdir()
+    pq.write_table(table, tmp_path / "src" / "x.parquet")
+    summary = prepare_parquet(tmp_path / "src", tmp_path / "dst", workers=1, verify=True,
+                              progress=False)
+    assert summary.prepared == 2 and summary.exit_code == 0
+    assert summary.copied[NO_IMAGE_BYTES] == ["x.parquet:image[1]", "x.parquet:image[2]"]
+    output = pq.read_table(tmp_path / "dst" / "x.parquet")
+    assert output.schema.equals(table.schema, check_metadata=True)
+    rows = output.column("image").to_pylist()
+    assert rows[1:3] == [None, {"bytes": None, "path": "/elsewhere/b.jpg"}]
+    assert rows[3]["path"] is None and custom_op.seekable(rows[3]["bytes"])
+    assert output.column("id").equals(table.column("id"))
