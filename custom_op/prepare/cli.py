@@ -11,7 +11,6 @@ from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .tree import prepare_tree
-from . import parquet
 
 PROG = "python -m custom_op.prepare"
 
@@ -79,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _prepare(args: argparse.Namespace):
     """prepare_tree, or prepare_parquet when SRC holds parquet files (a Hub dataset folder)."""
+    from . import parquet  # imports pyarrow when installed: `import custom_op.prepare` does not
     options = dict(workers=args.workers, verify=args.verify, force=args.force,
                    progress=False if args.quiet else None, max_memory=args.max_memory)
     if args.image_column is not None or parquet.holds_parquet(args.src):
