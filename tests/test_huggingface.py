@@ -112,6 +112,11 @@ def test_a_row_without_bytes_is_read_from_its_path(tmp_path) -> None:
     assert torch.equal(image.decode().as_subclass(torch.Tensor), _expected(0))
 
 
+def test_a_null_image_is_bad_data() -> None:
+    with pytest.raises(custom_op.JpegDecodeError, match="row 5: the row has no image"):
+        hf_image(None, source="row 5")
+
+
 def test_a_decoded_pil_image_is_refused_with_the_fix() -> None:
     with pytest.raises(TypeError, match=r"cast the column to Image\(decode=False\)"):
         hf_image(PILImage.new("RGB", (4, 4)))

@@ -36,6 +36,8 @@ def _bytes_and_source(value: HfImageValue, source: Optional[str]) -> tuple[bytea
     """The encoded bytes of a row's image and the name its errors carry."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytearray(value), source or "<image bytes>"
+    if value is None:  # bad data like a damaged file, so that on_error="substitute" covers it
+        raise JpegDecodeError(f"{source or '<image>'}: the row has no image (null)")
     if not isinstance(value, Mapping) or not {"bytes", "path"} & set(value):
         hint = " (a decoded image: cast the column to Image(decode=False))" if hasattr(
             value, "getpixel") else ""
@@ -50,7 +52,7 @@ def _bytes_and_source(value: HfImageValue, source: Optional[str]) -> tuple[bytea
             raise JpegDecodeError(f"{name}: the row's image has neither bytes nor a path")
         with open(path, "rb") as file:
             data = file.read()
-    # A bytearray, not bytes: torch.frombuffer shares it instead of copying.
+    # One copy either way (EncodedJpeg copies read-only bytes); a bytearray is then shared.
     return bytearray(data), name
 
 
@@ -89,9 +91,9 @@ def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
         transforms.
 
     Raises:
-        JpegDecodeError: The JPEG's header cannot be read, or the bytes are
-            neither a JPEG nor an image torchvision or Pillow decodes; the
-            message starts with the source.
+        JpegDecodeError: The JPEG's header cannot be read, the bytes are
+            neither a JPEG nor an image torchvision or Pillow decodes, or the
+            row has no image (None); the message starts with the source.
         TypeError: ``value`` is neither a {"bytes", "path"} dict nor bytes
             (e.g. a decoded PIL image: cast the column to
             ``Image(decode=False)``).
