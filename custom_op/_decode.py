@@ -191,7 +191,9 @@ def decode_and_crop_jpeg(
         max_pixels: Images with more pixels than this (by their header) raise
             JpegDecodeError before anything large is allocated.
         max_scans: Progressive files with more scans than this raise
-            JpegDecodeError.
+            JpegDecodeError. A scan counts once per 2 megapixels it decodes
+            in full, so a large image's scans count more (the message names
+            the value that accepts the file); see docs/design.md, Limits.
         max_memory: Bytes of working memory the decode may use (libjpeg's
             buffers and custom_op's, not the result). Progressive and
             multi-scan files need libjpeg's whole-image coefficient buffer,
@@ -256,9 +258,11 @@ def decode_and_crop_jpeg(
 
 
 def libjpeg_version() -> str:
-    """The libjpeg-turbo version custom_op was compiled against, e.g. ``"2.1.5"``.
+    """The libjpeg-turbo version custom_op runs with, e.g. ``"2.1.5"``.
 
-    Include it in bug reports.
+    Read from the loaded library's file (its "libjpeg-turbo version" text);
+    when that file does not say, the version of the headers custom_op was
+    compiled against. Include it in bug reports.
     """
     return _C.libjpeg_version()
 

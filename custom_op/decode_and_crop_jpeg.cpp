@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "binding/encoded_bytes.h"
+#include "binding/loaded_libjpeg.h"
 #include "binding/python_errors.h"
 #include "binding/thread_pool.h"
 #include "csrc/jpeg_decoder.h"
@@ -435,7 +436,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     }
   });
 
-  m.def("libjpeg_version", &custom_op::libjpeg_turbo_version);
+  // The library loaded, when its file tells; else the headers' version.
+  m.def("libjpeg_version", [] {
+    const std::string& loaded = custom_op::binding::loaded_libjpeg_version();
+    return loaded.empty() ? std::string(custom_op::libjpeg_turbo_version()) : loaded;
+  });
+  m.def("libjpeg_crop_width_fault", &custom_op::libjpeg_crop_width_fault);
   m.attr("build_key") = CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY);
 
   // Tensors first: pybind11 tries overloads in order, and a tensor does not
