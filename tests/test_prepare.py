@@ -22,6 +22,7 @@ from PIL import Image
 import custom_op
 from custom_op import _C
 from custom_op._restart_markers import prepare_jpeg_with_info
+from custom_op.prepare import layout
 from synthetic import make_photo
 from jpegenc import encode
 
@@ -198,3 +199,43 @@ def test_a_colour_marker_between_the_scans_keeps_its_place_out_of_the_copy() -> 
         after = custom_op.decode_and_crop_jpeg(prepared, 0, 0, height, width, mode=mode)
         assert torch.equal(before, after), mode
     assert b"JFIF" not in prepared
+
+
+def multi_picture_file(first: bytes, second: bytes) -> bytes:
+    """A primary JPEG followed by a second one and a trailer, as MPF files, gain maps and motion
+    photos are laid out (their offsets point past the first image's end-of-image marker)."""
+    return first + second + b"MotionPhoto_Data" + bytes(range(256)) * 4
+
+
+@pytest.mark.parametrize("tail", ["second-image-and-bytes", "two-zero-bytes", "one-byte"])
+def test_data_after_the_end_of_image_is_refused(tail: str) -> None:
+    """It was dropped: 93,883 -> 60,899 bytes, reported prepared. A rewrite of another length
+    cannot keep it either (MPF offsets would point at the wrong bytes), so it is refused."""
+    first, second = encode(make_photo(48, 64, 1)), encode(make_photo(32, 40, 2))
+    data = {"second-image-and-bytes": multi_picture_file(first, second),
+            "two-zero-bytes": first + b"\0\0", "one-byte": first + b"x"}[tail]
+    with pytest.raises(custom_op.JpegDecodeError,
+                       match=r"^prepare_jpeg\(\): data follows the end-of-image marker"):
+        custom_op.prepare_jpeg(data)
+    assert custom_op.prepare_jpeg(first)  # the image alone is prepared
+
+
+def test_layout_check_accepts_every_prepared_corpus_file(corpus_case: JpegCase) -> None:
+    """--verify's comparison of metadata and trailer passes for what prepare_jpeg writes."""
+    prepared = custom_op.prepare_jpeg(corpus_case.data)
+    assert layout.read_layout(corpus_case.data).trailer == b""
+    assert layout.compare(corpus_case.data, prepared) is None
+
+
+def test_layout_check_finds_dropped_trailer_and_metadata() -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(make_photo(40, 56, 5)).save(buffer, format="JPEG", comment=b"keep me")
+    first = buffer.getvalue()
+    prepared = custom_op.prepare_jpeg(first)
+    assert layout.compare(first, prepared) is None
+    data = multi_picture_file(first, encode(make_photo(16, 16, 6)))
+    assert layout.read_layout(data).trailer == data[len(first):]
+    assert "bytes after its end-of-image marker" in layout.compare(data, prepared)
+    without_comment = custom_op.prepare_jpeg(first.replace(b"keep me", b"KEEP ME"))
+    assert "metadata segments" in layout.compare(first, without_comment)
+    assert "cannot be followed" in layout.compare(first, prepared[:len(prepared) // 2])

@@ -8,7 +8,8 @@
 //   - Huffman tables optimised for this image, which usually save more bytes
 //     than the markers cost.
 // Progressive and arithmetic-coded files become baseline Huffman files the
-// same way. Metadata segments (Exif, ICC profiles, comments) are copied.
+// same way. Metadata segments (Exif, ICC profiles, comments) are copied. A
+// file with bytes after its end-of-image marker is refused (see run()).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +36,12 @@ struct PrepareOptions {
   int64_t min_segment_bytes = 384;
   Limits limits;
 };
+
+// prepare_jpeg's refusal of a file with bytes after its end-of-image marker.
+// One text for every such file, so that a summary groups them.
+inline constexpr const char* kDataAfterEndOfImage =
+    "data follows the end-of-image marker (a second image, a gain map or a motion photo?); a "
+    "rewrite would drop it or break the offsets that point into it";
 
 struct PrepareInfo {
   int restart_interval = 0;  // MCUs per segment in the output.
@@ -202,6 +209,16 @@ class Preparer {
     info->was_progressive = src_.progressive_mode != 0;
     if (!read_coefficients_guarded()) {
       return status_of(src_err_, options_.limits);
+    }
+    // libjpeg stops reading at the end-of-image marker, so the copy would end
+    // there too. What follows it in a file that decoders accept is a second
+    // image (a multi-picture file), a gain map or a motion photo's video, and
+    // the offsets that find them (MPF's) count from the primary image's
+    // header: appending them to a rewritten image of another length would
+    // point those offsets at the wrong bytes. Such files are refused, so the
+    // caller keeps them whole.
+    if (src_.src->bytes_in_buffer != 0) {
+      return Status{StatusCode::kDecodeError, kDataAfterEndOfImage};
     }
     if (!progression_complete()) {
       return Status{StatusCode::kDecodeError,
