@@ -183,22 +183,33 @@ def test_wrong_input_type_raises_type_error() -> None:
         custom_op.prepare_jpeg("not bytes")
 
 
-def test_a_colour_marker_between_the_scans_keeps_its_place_out_of_the_copy() -> None:
-    """A JFIF marker after the first scan must not reach the copy's header (fuzzer finding).
+def test_a_colour_marker_between_the_scans_is_refused() -> None:
+    """A JFIF marker after the first scan can go neither into the copy nor away (fuzzer finding).
 
     The file is RGB (Adobe marker, transform 0); libjpeg chose that at the
     header, before the JFIF marker between the scans. In the copy's header the
-    JFIF marker would make every decoder read the samples as YCbCr.
+    JFIF marker would make every decoder read the samples as YCbCr; it used to
+    be left out, which lost it (and --verify now compares metadata).
     """
     data = (pathlib.Path(__file__).resolve().parent.parent / "fuzz" / "regressions" /
             "late-jfif-marker-changes-colour-space.jpg").read_bytes()
+    with pytest.raises(custom_op.JpegDecodeError, match="a JFIF or Adobe marker after the first"):
+        custom_op.prepare_jpeg(data)
+
+
+def test_a_jfif_thumbnail_is_kept() -> None:
+    """The source's JFIF marker is copied as it is; libjpeg's own has no thumbnail."""
+    buffer = io.BytesIO()
+    Image.fromarray(make_photo(32, 48, 1)).save(buffer, format="JPEG")
+    data = buffer.getvalue()
+    assert data[2:4] == b"\xff\xe0" and data[6:11] == b"JFIF\0"
+    end = 4 + int.from_bytes(data[4:6], "big")
+    jfif = data[6:18] + bytes([1, 1]) + b"\x10\x20\x30"  # a 1 x 1 RGB thumbnail
+    data = data[:2] + b"\xff\xe0" + (len(jfif) + 2).to_bytes(2, "big") + jfif + data[end:]
     prepared = custom_op.prepare_jpeg(data)
-    height, width, _ = custom_op.jpeg_size(data)
-    for mode in ("rgb", "unchanged", "gray"):
-        before = custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, mode=mode, seek=False)
-        after = custom_op.decode_and_crop_jpeg(prepared, 0, 0, height, width, mode=mode)
-        assert torch.equal(before, after), mode
-    assert b"JFIF" not in prepared
+    assert prepared[:4 + len(jfif) + 2] == data[:4 + len(jfif) + 2]
+    assert layout.compare(data, prepared) is None
+    assert torch.equal(full_decode(prepared, "rgb"), full_decode(data, "rgb"))
 
 
 def multi_picture_file(first: bytes, second: bytes) -> bytes:

@@ -18,8 +18,8 @@ from typing import NamedTuple, Optional
 _SOI, _EOI, _SOS, _COM, _TEM = 0xD8, 0xD9, 0xDA, 0xFE, 0x01
 _APP0, _APP15 = 0xE0, 0xEF
 _RST0, _RST7 = 0xD0, 0xD7
-# Markers written by libjpeg itself from the colour parameters it copies (JFIF APP0, Adobe
-# APP14): the copy may add one the source lacked, which the pixel comparison covers.
+# Markers libjpeg writes itself from the colour parameters (JFIF APP0, Adobe APP14) when the
+# source's header has none: the copy may add one, whose effect the pixel comparison covers.
 _JFIF, _ADOBE = (0xE0, b"JFIF\0"), (0xEE, b"Adobe")
 #: A marker inside entropy-coded data: FF then neither 00 (stuffing), RSTn nor FF (fill).
 _MARKER_IN_SCAN = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")
@@ -65,18 +65,17 @@ def read_layout(data: bytes) -> Optional[Layout]:
     return None
 
 
-def _written_by_libjpeg(segment: tuple[int, bytes]) -> bool:
-    marker, payload = segment
-    return any(marker == kind and payload.startswith(tag) for kind, tag in (_JFIF, _ADOBE))
+def _is(kind: tuple[int, bytes], segment: tuple[int, bytes]) -> bool:
+    return segment[0] == kind[0] and segment[1].startswith(kind[1])
 
 
 def compare(original: bytes, prepared: bytes) -> Optional[str]:
     """Why ``prepared`` does not keep ``original``'s metadata and trailing bytes; None if it does.
 
-    Every APPn and COM segment of the original must be in the copy, in the
-    same order, except JFIF and Adobe markers, which libjpeg writes itself for
-    the colour space (the pixel comparison checks their effect); and the bytes
-    after the end-of-image marker must be the same.
+    The copy must hold the original's APPn and COM segments, the same bytes
+    in the same order, plus at most a JFIF or Adobe marker that libjpeg adds
+    for the colour space when the original has none; and the same bytes after
+    the end-of-image marker.
     """
     before, after = read_layout(original), read_layout(prepared)
     if before is None or after is None:
@@ -85,8 +84,10 @@ def compare(original: bytes, prepared: bytes) -> Optional[str]:
     if before.trailer != after.trailer:
         return (f"the original has {len(before.trailer)} bytes after its end-of-image marker, "
                 f"the prepared file {len(after.trailer)}")
-    kept = [segment for segment in before.metadata if not _written_by_libjpeg(segment)]
-    copied = [segment for segment in after.metadata if not _written_by_libjpeg(segment)]
-    if kept != copied:
+    added = [kind for kind in (_JFIF, _ADOBE)
+             if not any(_is(kind, segment) for segment in before.metadata)]
+    copied = [segment for segment in after.metadata
+              if not any(_is(kind, segment) for kind in added)]
+    if before.metadata != copied:
         return "the prepared file does not keep the original's metadata segments (APPn, COM)"
     return None
