@@ -3,8 +3,8 @@
 ``rewrite_jpeg`` decides what one JPEG's bytes become, whether they come from
 a file or from a shard member; ``handle_file`` applies it to a plain file of
 SRC and writes the output atomically. A JPEG too large to prepare within
-``max_memory`` is streamed as a copy, never read whole. Neither raises for one bad file: what
-went wrong becomes the Outcome's reason.
+``max_memory`` is streamed as a copy, never read whole. Neither raises for one
+bad file: what went wrong becomes the Outcome's reason.
 """
 
 from __future__ import annotations
