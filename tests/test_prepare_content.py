@@ -22,7 +22,10 @@ import tarfile
 import pytest
 
 import custom_op
+from custom_op._restart_markers import PreparedJpeg
+from custom_op.prepare import files as prepare_files
 from custom_op.prepare import main
+from custom_op.prepare.items import VERIFY_FAILED
 from jpegenc import encode
 from synthetic import make_photo
 
@@ -66,13 +69,35 @@ def test_data_after_the_end_of_image_is_kept_in_files_and_shards(
     assert "prepared             1" in report and "failed verification  0" in report
 
 
+@pytest.mark.parametrize("dropped", ["trailer", "comment"])
+def test_verify_fails_a_copy_that_drops_bytes(monkeypatch: pytest.MonkeyPatch,
+                                              dropped: str) -> None:
+    """--verify compared pixels only: a copy without the bytes after the end-of-image marker, or
+    without a metadata segment, passed. Now it fails, and the original is kept."""
+    first = encode(make_photo(48, 64, 1))
+    if dropped == "trailer":
+        data, kept = first + encode(make_photo(32, 40, 2)) + b"MotionPhoto_Data", first
+    else:
+        data = first[:2] + b"\xff\xfe\x00\x07hello" + first[2:]  # a COM segment after SOI
+        kept = first
+    copy = custom_op.prepare_jpeg(kept)
+    monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info",
+                        lambda *args, **kwargs: PreparedJpeg(copy, 1, False))
+    rewrite = prepare_files.rewrite_jpeg(data, verify=True)
+    assert rewrite.kind == VERIFY_FAILED and rewrite.data == data
+    assert ("end-of-image marker" if dropped == "trailer" else "metadata segments") in rewrite.reason
+
+
 #: Runs the command line in this process and prints how far its resident memory rose above what
 #: it was at the start (torch and the extension loaded): the kernel's high-water mark (VmHWM),
 #: reset just before the run by writing 5 to /proc/self/clear_refs. ru_maxrss cannot be reset,
 #: and the import of torch alone peaks higher than the steady state the work adds to.
 _MEASURE = """
 import sys
+from custom_op._restart_markers import PreparedJpeg
+from custom_op.prepare import files as prepare_files
 from custom_op.prepare import main
+from custom_op.prepare.items import VERIFY_FAILED
 
 def status(field):
     with open("/proc/self/status") as lines:
