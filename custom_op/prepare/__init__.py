@@ -9,8 +9,11 @@ Every file under SRC is written to the same relative path under DST:
 - a tar shard (``*.tar``, WebDataset's format) becomes a tar of the same
   members in the same order, each JPEG member prepared the same way;
 - anything else (a PNG named .JPEG, a text file, an empty file) and every JPEG
-  that prepare_jpeg refuses (damaged, 12-bit, lossless) is copied byte for
-  byte, and the summary lists it with the reason.
+  that prepare_jpeg refuses (damaged, 12-bit, lossless, bytes after the
+  end-of-image marker) is copied byte for byte, and the summary lists it with
+  the reason; a JPEG too large to prepare within --max-memory, and a sparse
+  shard member (tar --sparse), are copied as they are without being read
+  whole.
 
 The work runs on every core, resumes an interrupted run (an output at least
 as new as its source is kept), never leaves a half-written file or shard
@@ -30,7 +33,8 @@ The same is available from Python::
 The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
 ``pool`` (worker processes with a bounded queue), ``files`` and ``shards``
-(one file's and one shard's work, in a worker), ``atomic`` (temporary names,
+(one file's and one shard's work, in a worker), ``layout`` (--verify's
+check of metadata and trailing bytes), ``atomic`` (temporary names,
 renames, resuming), ``progress`` (the bar), ``summary`` (counts and report),
 ``items`` (the Task and Outcome passed between them). The one-file functions
 themselves are in custom_op/_restart_markers.py.
