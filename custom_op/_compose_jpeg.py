@@ -307,6 +307,11 @@ class ComposeJPEG:
                    else EncodedJpeg.with_options(image, self.options))
         pil_kernels = encoded.options.exact
         stay_on_tensors = self._rest_on_tensors is not None and not pil_kernels
+        if not stay_on_tensors and encoded.options.contiguous:
+            # PIL stores pixels interleaved: HWC memory (a CHW view of it) converts without a
+            # transposition, and ATen's uint8 resize is fastest on it.
+            encoded = EncodedJpeg.with_options(
+                encoded, dataclasses.replace(encoded.options, contiguous=False))
         window = None if self._window_of is None else self._window_of(self._first, encoded)
         if window is None:
             decoded = _to_pil(encoded.decode().as_subclass(torch.Tensor))
