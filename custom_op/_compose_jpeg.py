@@ -252,8 +252,8 @@ class ComposeJPEG:
     ResizeKeepRatio, then decode the whole image: no gain). Crops without a
     resize are exact either way.
 
-    :class:`custom_op.JpegFolder` wraps a v1 Compose or one of the first
-    transforms above in ComposeJPEG by itself, so
+    :class:`custom_op.JpegFolder` wraps a v1 Compose, or any single v1 or
+    timm transform, in ComposeJPEG by itself, so
     ``JpegFolder("train", transform=timm.data.create_transform(224,
     is_training=True))`` works as written.
 
@@ -350,11 +350,13 @@ def _as_pil_input(image: Any) -> PilOrTensor:
 def for_encoded_images(transform: Optional[Callable[[Any], Any]]) -> Optional[Callable[[Any], Any]]:
     """``transform`` in a :class:`ComposeJPEG` if it is a torchvision v1 pipeline (timm's), else as is.
 
-    What JpegFolder does with its transform: a v1 ``Compose``, or a single
-    transform whose window ComposeJPEG knows, is wrapped; v2 transforms, which
-    take EncodedJpeg directly, and anything else are returned unchanged.
+    What JpegFolder does with its transform: a v1 ``Compose`` or any single
+    transform of torchvision v1 or timm (all written for PIL images) is
+    wrapped; v2 transforms, which take EncodedJpeg directly, and anything else
+    (a function of the user's) are returned unchanged.
     """
-    if isinstance(transform, v1.Compose) or (
-            transform is not None and _window_function(transform) is not None):
+    module = type(transform).__module__
+    if isinstance(transform, v1.Compose) or module == v1.ToTensor.__module__ or (
+            module.startswith("timm.data.") and callable(transform)):
         return ComposeJPEG(transform)
     return transform

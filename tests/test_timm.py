@@ -188,11 +188,19 @@ def test_jpegfolder_takes_timm_transform_as_imagefolder_does(folder: pathlib.Pat
         assert label == expected_label and torch.equal(got, expected), dataset.samples[index][0]
 
 
-def test_jpegfolder_leaves_v2_transforms_alone(folder: pathlib.Path) -> None:
+def test_jpegfolder_leaves_v2_transforms_and_functions_alone(folder: pathlib.Path) -> None:
     from torchvision.transforms import v2
 
-    transform = v2.RandomResizedCrop(SIZE)
-    assert JpegFolder(folder, transform=transform).transform is transform
+    for transform in (v2.RandomResizedCrop(SIZE), lambda image: image, None):
+        assert JpegFolder(folder, transform=transform).transform is transform
+
+
+def test_jpegfolder_wraps_any_single_v1_transform(folder: pathlib.Path) -> None:
+    dataset = JpegFolder(folder, transform=v1.ToTensor())  # raised "not a torch image" before
+    assert isinstance(dataset.transform, ComposeJPEG) and "decodes in full" in repr(dataset.transform)
+    image, _ = dataset[0]
+    with Image.open(dataset.samples[0][0]) as expected:
+        assert torch.equal(image, v1.ToTensor()(expected.convert("RGB")))
 
 
 def test_dataloader_with_timm_fast_collate_mixup_and_normalize_batch(folder: pathlib.Path) -> None:

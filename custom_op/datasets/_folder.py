@@ -53,7 +53,7 @@ class JpegFolder(DatasetFolder):
         root: The folder holding one subfolder per class.
         transform: Applied to the image; any torchvision v2 transform or
             pipeline. A torchvision v1 ``Compose`` (timm's
-            ``create_transform``) is run by
+            ``create_transform``) or v1/timm transform is run by
             :class:`custom_op.transforms.ComposeJPEG`: its first crop or
             resize decodes the window, the rest gets a PIL image. Keep its output uint8 and normalise the batch on the
             device (:class:`custom_op.transforms.NormalizeBatch`): see
