@@ -39,7 +39,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F1
 from torchvision.transforms.v2 import functional as F2
 
-from ._encoded_jpeg import EncodedJpeg
+from ._encoded_jpeg import DecodeOptions, EncodedJpeg
 
 __all__ = ["ComposeJPEG", "for_encoded_images"]
 
@@ -208,7 +208,7 @@ def _on_tensors(transform: Any) -> Optional[Any]:
     gives on the PIL image (then converted); None if the pipeline must stay on PIL."""
     kind, name = type(transform), type(transform).__name__
     from_timm = kind.__module__.startswith("timm.")
-    if kind in (v1.ToTensor,) or (from_timm and name == "MaybeToTensor"):
+    if kind is v1.ToTensor or (from_timm and name == "MaybeToTensor"):
         return _TensorToFloat()
     if kind is v1.PILToTensor or (from_timm and name == "MaybePILToTensor"):
         return _TensorAsIs()
@@ -287,8 +287,6 @@ class ComposeJPEG:
         if isinstance(transform, ComposeJPEG) or not callable(transform):
             raise TypeError(f"ComposeJPEG: expected a torchvision v1 Compose or transform, got "
                             f"{type(transform).__name__}")
-        from ._encoded_jpeg import DecodeOptions
-
         self.transform = transform
         self.options = DecodeOptions.checked("ComposeJPEG", **decode_options)
         steps = _as_list(transform)
@@ -314,8 +312,11 @@ class ComposeJPEG:
                 encoded, dataclasses.replace(encoded.options, contiguous=False))
         window = None if self._window_of is None else self._window_of(self._first, encoded)
         if window is None:
-            decoded = _to_pil(encoded.decode().as_subclass(torch.Tensor))
-            first = self._first(decoded) if self._first is not None else decoded
+            first = encoded.decode().as_subclass(torch.Tensor)
+            if self._first is not None or not stay_on_tensors:
+                first = _to_pil(first)
+            if self._first is not None:
+                first = self._first(first)  # e.g. a padded RandomCrop, on the PIL image
         else:
             first = _decode_window(encoded, window, pil_kernels)
         if not stay_on_tensors:
