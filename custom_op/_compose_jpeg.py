@@ -37,6 +37,7 @@ import torch
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F1
+from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F2
 
 from ._encoded_jpeg import DecodeOptions, EncodedJpeg
@@ -357,7 +358,11 @@ def for_encoded_images(transform: Optional[Callable[[Any], Any]]) -> Optional[Ca
     (a function of the user's) are returned unchanged.
     """
     module = type(transform).__module__
-    if isinstance(transform, v1.Compose) or module == v1.ToTensor.__module__ or (
-            module.startswith("timm.data.") and callable(transform)):
+    if isinstance(transform, v1.Compose):
+        # A v1 Compose of v2 transforms already takes an EncodedJpeg, window decode included.
+        if transform.transforms and isinstance(transform.transforms[0], v2.Transform):
+            return transform
+        return ComposeJPEG(transform)
+    if module == v1.ToTensor.__module__ or (module.startswith("timm.data.") and callable(transform)):
         return ComposeJPEG(transform)
     return transform

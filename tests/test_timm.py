@@ -184,7 +184,8 @@ def test_jpegfolder_takes_timm_transform_as_imagefolder_does(folder: pathlib.Pat
 def test_jpegfolder_leaves_v2_transforms_and_functions_alone(folder: pathlib.Path) -> None:
     from torchvision.transforms import v2
 
-    for transform in (v2.RandomResizedCrop(SIZE), lambda image: image, None):
+    for transform in (v2.RandomResizedCrop(SIZE), lambda image: image, None,
+                      v1.Compose([v2.RandomResizedCrop(SIZE), v2.RandomHorizontalFlip()])):
         assert JpegFolder(folder, transform=transform).transform is transform
 
 
