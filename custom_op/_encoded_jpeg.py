@@ -129,12 +129,11 @@ def _refusal(name: str) -> TypeError:
                          "decode_and_resized_crop_jpeg inside it")
     if name in _SIZE_QUERIES:
         what = {"shape": ".shape", "ndim": ".ndim", "__len__": "len()"}.get(name, f"{name}()")
-        return TypeError(f"{what} of an EncodedJpeg is not the image's: it holds a JPEG's "
-                         "encoded bytes, not pixels. Decode it first (a crop or resize of "
-                         "torchvision's v2 transforms, custom_op.transforms.DecodeJPEG(), or "
-                         ".decode()); without decoding, .canvas_size, .num_channels and "
-                         "torchvision's F.get_dimensions() give the image's size, and .nbytes "
-                         "the file's")
+        return TypeError(f"{what} cannot run on an EncodedJpeg: it holds a JPEG's encoded "
+                         "bytes, not pixels. Decode it first (a crop or resize of torchvision's "
+                         "v2 transforms, custom_op.transforms.DecodeJPEG(), or .decode()). The "
+                         "image's size without decoding: .canvas_size, .num_channels or "
+                         "torchvision's F.get_dimensions(); the file's: .nbytes")
     return TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
                      "bytes, not pixels. Decode it first: a crop or resize of torchvision's v2 "
                      "transforms, custom_op.transforms.DecodeJPEG(), or .decode()")
