@@ -81,7 +81,6 @@ def register_fake_kernels() -> None:
         _registered = True
 
 
-@torch.compiler.assume_constant_result
 def _loaded() -> bool:
     """Loads the extension (which defines the operators and registers their fakes) if needed.
 
@@ -92,6 +91,13 @@ def _loaded() -> bool:
     if MODULE_NAME not in sys.modules:
         native.build_key  # noqa: B018 - the attribute access loads custom_op._C
     return True
+
+
+# What torch.compiler.assume_constant_result(_loaded) does, without its import of torch._dynamo,
+# which would add 3 s to `import custom_op` (Dynamo is imported when something compiles, and
+# reads the mark then). tests/test_compile.py checks both: a first decode inside a compiled
+# function works, and importing and decoding leave torch._dynamo unimported.
+_loaded._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def crop() -> torch._ops.OpOverload:

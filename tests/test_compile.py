@@ -130,6 +130,44 @@ def test_compiled_errors_are_the_eager_ones(tensors, case: str) -> None:
     assert eager[0] is expected and eager[1].startswith("decode_and_crop_jpeg(): ")
 
 
+def _run_python(code: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=_REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_first_decode_of_a_process_may_be_inside_a_compiled_function(corpus_by_id) -> None:
+    """Dynamo loads the extension while tracing (custom_op._ops._loaded is a constant to it)."""
+    path = pathlib.Path(__file__).parent / "_compile_first.jpg"  # removed below
+    path.write_bytes(corpus_by_id[FILES["rgb"]].data)
+    try:
+        lines = _run_python(f"""
+import sys, torch, custom_op
+data = torch.frombuffer(bytearray(open({str(path)!r}, "rb").read()), dtype=torch.uint8)
+crop = lambda data: custom_op.decode_and_crop_jpeg(data, 5, 6, 7, 8).float()
+out = torch.compile(crop, fullgraph=True, backend="aot_eager")(data)
+print("custom_op._C" in sys.modules, torch.equal(out, crop(data)))
+""")
+    finally:
+        path.unlink()
+    assert lines == ["True True"]
+
+
+def test_import_and_decode_leave_dynamo_unimported() -> None:
+    """torch._dynamo takes seconds to import: a process that only decodes must not pay it."""
+    assert _run_python("""
+import io, sys, torch, custom_op
+from PIL import Image
+buffer = io.BytesIO()
+Image.new("RGB", (16, 16)).save(buffer, format="JPEG")
+data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8)
+print("torch._dynamo" in sys.modules)
+""") == ["False"]
+
+
 def test_operator_called_directly_raises_the_api_types(tensors) -> None:
     """torch.ops.custom_op.* checks its arguments as the pybind11 functions do."""
     crop = torch.ops.custom_op.decode_and_crop_jpeg.default
