@@ -317,7 +317,11 @@ class NormalizeBatch(torch.nn.Module):
         if batch.dim() not in (3, 4):
             raise ValueError(f"NormalizeBatch: expected [N, C, H, W] or [C, H, W], got shape "
                              f"{tuple(batch.shape)}")
-        scaled = F.to_dtype(batch.as_subclass(torch.Tensor), self.dtype, scale=True)
+        # A tv_tensors.Image batch gives a plain result, as a plain batch does. Plain batches
+        # skip as_subclass, which Dynamo cannot trace: that keeps fullgraph compiles working.
+        if type(batch) is not torch.Tensor:
+            batch = batch.as_subclass(torch.Tensor)
+        scaled = F.to_dtype(batch, self.dtype, scale=True)
         return F.normalize(scaled, self.mean, self.std, inplace=True)
 
     def extra_repr(self) -> str:
