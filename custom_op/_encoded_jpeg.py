@@ -26,6 +26,7 @@ import torch
 from torchvision import tv_tensors
 
 from ._errors import JpegDecodeError
+from ._fused_resize import PendingResize, resized_rect, resized_whole
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
                       _as_encoded, _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size,
                       mode_name)
@@ -101,6 +102,28 @@ _BYTE_OPERATIONS = frozenset({
     "storage_offset", "is_contiguous", "contiguous", "data_ptr", "numpy", "tolist",
     "element_size", "untyped_storage", "_typed_storage", "storage", "equal",
 })
+
+#: What an EncodedJpeg with a pending resize (an image not yet computed) lets through as it is:
+#: copies, moves and pickling keep the resize pending. Every other operation gets the
+#: resized image (decoded and resized in full), as if the resize had happened.
+_KEEPS_PENDING = frozenset({
+    "__reduce_ex__", "__setstate__", "__deepcopy__", "__get__", "__repr__", "__format__",
+    "clone", "to", "cpu", "detach", "detach_", "requires_grad_", "pin_memory", "is_pinned",
+    "share_memory_", "is_shared",
+})
+
+
+def _has_pending_resize(value: Any) -> bool:
+    return isinstance(value, EncodedJpeg) and value.pending_resize is not None
+
+
+def _materialised(value: Any) -> Any:
+    """``value`` with every pending resize in it (also in lists and tuples) computed."""
+    if _has_pending_resize(value):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_materialised(item) for item in value)
+    return value
 
 
 def _channels_of(mode: str, stored_channels: int) -> int:
@@ -193,6 +216,8 @@ class EncodedJpeg(tv_tensors.Image):
     """
 
     canvas_size: tuple[int, int]
+    file_size: tuple[int, int]
+    pending_resize: Optional[PendingResize]
     num_channels: int
     stored_channels: int
     options: DecodeOptions
@@ -226,9 +251,13 @@ class EncodedJpeg(tv_tensors.Image):
 
     @classmethod
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
-              options: DecodeOptions, source: Optional[str]) -> "EncodedJpeg":
+              options: DecodeOptions, source: Optional[str],
+              pending_resize: Optional[PendingResize] = None) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
-        encoded.canvas_size = canvas_size
+        # canvas_size is the size torchvision sees: the resized one while a resize is pending.
+        encoded.file_size = canvas_size
+        encoded.pending_resize = pending_resize
+        encoded.canvas_size = canvas_size if pending_resize is None else pending_resize.size
         encoded.stored_channels = stored_channels
         encoded.num_channels = _channels_of(options.mode, stored_channels)
         encoded.options = options
@@ -238,10 +267,15 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def wrap(cls, tensor: torch.Tensor, like: "EncodedJpeg", **kwargs: Any) -> "EncodedJpeg":
         """torchvision's tv_tensors.wrap: ``tensor`` (the same bytes) with ``like``'s metadata."""
-        return cls._wrap(tensor, canvas_size=kwargs.get("canvas_size", like.canvas_size),
+        return cls._wrap(tensor, canvas_size=like.file_size,
                          stored_channels=kwargs.get("stored_channels", like.stored_channels),
                          options=kwargs.get("options", like.options),
-                         source=kwargs.get("source", like.source))
+                         source=kwargs.get("source", like.source),
+                         pending_resize=kwargs.get("pending_resize", like.pending_resize))
+
+    def with_pending_resize(self, pending: Optional[PendingResize]) -> "EncodedJpeg":
+        """The same file (bytes shared) with ``pending`` as its resize still to be computed."""
+        return self.wrap(self.as_subclass(torch.Tensor), self, pending_resize=pending)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (),
@@ -250,6 +284,13 @@ class EncodedJpeg(tv_tensors.Image):
         # (AugMix, ToPILImage) would otherwise treat the encoded bytes as a one-row image and
         # return garbage that looks valid. Refusing is the only way to never give wrong pixels.
         name = getattr(func, "__name__", "")
+        kwargs = kwargs or {}
+        if name not in _KEEPS_PENDING and (any(map(_has_pending_resize, args)) or any(
+                isinstance(arg, (list, tuple)) and any(map(_has_pending_resize, arg))
+                for arg in args)):
+            # An image a resize is still pending on: give the operation that image.
+            return func(*_materialised(tuple(args)), **{key: _materialised(value)
+                                                         for key, value in kwargs.items()})
         if name not in _BYTE_OPERATIONS:
             raise TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
                             "bytes, not pixels. Decode it first: a crop or resize of "
@@ -278,18 +319,32 @@ class EncodedJpeg(tv_tensors.Image):
         return _named_errors(self.source)
 
     def decode(self) -> tv_tensors.Image:
-        """Decodes the whole image with this file's options.
+        """Decodes the whole image with this file's options, and its pending resize if any.
 
         Returns:
-            A ``tv_tensors.Image`` of shape ``[num_channels, height, width]``.
+            A ``tv_tensors.Image`` of shape ``[num_channels, height, width]``
+            (``canvas_size``: the resized size when a resize is pending).
 
         Raises:
             JpegDecodeError: The data cannot be decoded.
         """
-        return self.decode_window(0, 0, *self.canvas_size)
+        if self.pending_resize is not None:
+            return resized_whole(self)
+        return self.decode_file_window(0, 0, *self.file_size)
 
     def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
-        """Decodes only the window; it must lie inside the image (ValueError otherwise)."""
+        """Decodes only the window of ``canvas_size``; it must lie inside (ValueError otherwise).
+
+        With a pending resize, the window is a rectangle of the resized image,
+        and only the part of the file its resampling reads is decoded.
+        """
+        if self.pending_resize is not None:
+            return resized_rect(self, top, left, height, width)
+        return self.decode_file_window(top, left, height, width)
+
+    def decode_file_window(self, top: int, left: int, height: int,
+                           width: int) -> tv_tensors.Image:
+        """Decodes only the window of the file's own image (``file_size``), ignoring any resize."""
         with self.errors_named():
             pixels = decode_and_crop_jpeg(self.as_subclass(torch.Tensor), top, left, height, width,
                                           **self.options.decode_arguments())
@@ -297,8 +352,10 @@ class EncodedJpeg(tv_tensors.Image):
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         source = "" if self.source is None else f"source={self.source!r}, "
-        return (f"EncodedJpeg({source}nbytes={self.numel()}, canvas_size={self.canvas_size}, "
-                f"num_channels={self.num_channels}, options={self.options})")
+        pending = "" if self.pending_resize is None else f"pending_resize={self.pending_resize}, "
+        return (f"EncodedJpeg({source}nbytes={self.as_subclass(torch.Tensor).numel()}, "
+                f"canvas_size={self.canvas_size}, {pending}num_channels={self.num_channels}, "
+                f"options={self.options})")
 
 
 # Registers the torchvision kernels for EncodedJpeg. At the end of this module, because the
