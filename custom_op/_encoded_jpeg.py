@@ -328,9 +328,19 @@ class EncodedJpeg(tv_tensors.Image):
         Raises:
             JpegDecodeError: The data cannot be decoded.
         """
-        if self.pending_resize is not None:
-            return resized_whole(self)
-        return self.decode_file_window(0, 0, *self.file_size)
+        if self.pending_resize is None:
+            return self.decode_file_window(0, 0, *self.file_size)
+        # Computed once: collating a batch asks a pending image for its numel, size, storage
+        # and pixels, each of which would otherwise decode and resize it again.
+        resized = self.__dict__.get("_resized")
+        if resized is None:
+            resized = self.__dict__["_resized"] = resized_whole(self)
+        return resized
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickles (to and from DataLoader workers) carry the bytes and the pending resize,
+        # never the resized image computed from them.
+        return {key: value for key, value in self.__dict__.items() if key != "_resized"}
 
     def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
         """Decodes only the window of ``canvas_size``; it must lie inside (ValueError otherwise).

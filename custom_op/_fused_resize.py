@@ -53,11 +53,20 @@ class PendingResize:
             the resize's ``size`` and ``max_size``.
         interpolation: torchvision's InterpolationMode.
         antialias: As torchvision's resize takes it (None counts as False).
+        exact: Whether the options of the file when it was resized asked for
+            ``exact``: the resize stays exact when a crop with other options
+            (``CenterCropJPEG`` after ``ResizeJPEG(exact=True)``) computes it.
     """
 
     size: tuple[int, int]
     interpolation: InterpolationMode
     antialias: bool
+    exact: bool = False
+
+
+def _exact(encoded: "EncodedJpeg") -> bool:
+    pending = encoded.pending_resize
+    return encoded.options.exact or (pending is not None and pending.exact)
 
 
 def _native_arguments(encoded: "EncodedJpeg") -> dict[str, Any]:
@@ -88,7 +97,7 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     if interpolation != InterpolationMode.BILINEAR or max(size) > _NATIVE_MAX_SIDE:
         window = encoded.decode_file_window(top, left, height, width)
         return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
-    scale = 8 if encoded.options.exact else choose_scale(height, width, size)
+    scale = 8 if _exact(encoded) else choose_scale(height, width, size)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.as_subclass(torch.Tensor), top, left, height, width, size[0], size[1], scale,
@@ -148,7 +157,7 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
     if not _fuses(pending):
         return F.crop(resized_whole(encoded), top, left, height, width)
     (grid_height, grid_width), (file_height, file_width) = pending.size, encoded.file_size
-    if not encoded.options.exact:
+    if not _exact(encoded):
         scale = choose_scale(height * file_height / grid_height, width * file_width / grid_width,
                              (height, width))
         if scale < 8:

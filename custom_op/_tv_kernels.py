@@ -112,7 +112,7 @@ def resize(encoded: EncodedJpeg, size: Optional[list[int]],
         return encoded.decode()
     return encoded.with_pending_resize(PendingResize(
         (int(output_size[0]), int(output_size[1])), interpolation,
-        False if antialias is None else antialias))
+        False if antialias is None else antialias, encoded.options.exact))
 
 
 def _decode_first(functional: Callable[..., Any]) -> Callable[..., Any]:
