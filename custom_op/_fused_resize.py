@@ -19,7 +19,7 @@ beyond what the native core takes (over 65535, e.g. ``Resize(256)`` of a
 result is torchvision's. With ``exact=True`` the rectangle comes out bit for
 bit as torchvision's decode_jpeg + resize + crop (csrc/grid_resample.h
 resamples exactly as ATen does, on the window only); without it, windows at
-least twice the output decode at a reduced DCT scale (docs/design.md gives
+least four times the output decode at 1/4 or 1/8 DCT scale (docs/design.md gives
 the measured difference).
 """
 
@@ -42,6 +42,17 @@ if TYPE_CHECKING:
 
 #: The native core's largest output side (a JPEG's own limit).
 _NATIVE_MAX_SIDE = 65535
+#: The largest DCT scale numerator (n/8) a pending resize decodes at when not exact. At 1/2
+#: the scaled decode and the float resampler cost more than a full-scale window resampled by
+#: csrc/grid_resample.h (real 800x533 photos: 1.9 ms against 1.4 ms for the centre crop of a
+#: Resize(256)); from 1/4 down the inverse DCT saved wins (2560x1600: 2.4x).
+_LARGEST_FUSED_SCALE = 2
+
+
+def _fused_scale(height: float, width: float, size: tuple[int, int]) -> int:
+    """The DCT scale numerator for a pending resize's window: 1/8 or 1/4 when they fit, else 8."""
+    scale = choose_scale(height, width, size)
+    return scale if scale <= _LARGEST_FUSED_SCALE else 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,19 +96,21 @@ def _fuses(pending: PendingResize) -> bool:
 
 def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                    size: tuple[int, int], interpolation: InterpolationMode,
-                   antialias: bool) -> tv_tensors.Image:
+                   antialias: bool, *, pending: bool = False) -> tv_tensors.Image:
     """The window (inside the file's image) resized to ``size``, as torchvision resizes a crop.
 
     Bilinear resizes decode the window at a reduced DCT scale when the output
     is at most half of it (unless the options ask for ``exact``), else at
     full scale resized by the ATen kernel torchvision uses. Other
     interpolations and outsize outputs decode the exact window and hand it
-    to torchvision's resize.
+    to torchvision's resize. A ``pending`` resize (Resize's, computed in
+    full) takes a reduced scale only from 1/4 down (see _LARGEST_FUSED_SCALE).
     """
     if interpolation != InterpolationMode.BILINEAR or max(size) > _NATIVE_MAX_SIDE:
         window = encoded.decode_file_window(top, left, height, width)
         return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
-    scale = 8 if _exact(encoded) else choose_scale(height, width, size)
+    scaled = _fused_scale if pending else choose_scale
+    scale = 8 if _exact(encoded) else scaled(height, width, size)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.as_subclass(torch.Tensor), top, left, height, width, size[0], size[1], scale,
@@ -110,7 +123,7 @@ def resized_whole(encoded: "EncodedJpeg") -> tv_tensors.Image:
     pending = encoded.pending_resize
     height, width = encoded.file_size
     return resized_window(encoded, 0, 0, height, width, pending.size, pending.interpolation,
-                          pending.antialias)
+                          pending.antialias, pending=True)
 
 
 def _reach(grid: int, full: int, first: int, count: int, margin: float) -> tuple[int, int, float]:
@@ -158,7 +171,7 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
         return F.crop(resized_whole(encoded), top, left, height, width)
     (grid_height, grid_width), (file_height, file_width) = pending.size, encoded.file_size
     if not _exact(encoded):
-        scale = choose_scale(height * file_height / grid_height, width * file_width / grid_width,
+        scale = _fused_scale(height * file_height / grid_height, width * file_width / grid_width,
                              (height, width))
         if scale < 8:
             return _scaled_rect(encoded, top, left, height, width, scale)
