@@ -19,7 +19,7 @@ beyond what the native core takes (over 65535, e.g. ``Resize(256)`` of a
 result is torchvision's. With ``exact=True`` the rectangle comes out bit for
 bit as torchvision's decode_jpeg + resize + crop (csrc/grid_resample.h
 resamples exactly as ATen does, on the window only); without it, windows at
-least four times the output decode at 1/4 or 1/8 DCT scale (docs/design.md gives
+least four times the output decode at 1/4 or 1/8 DCT scale (docs/torchvision.md gives
 the measured difference).
 """
 
@@ -49,10 +49,14 @@ _NATIVE_MAX_SIDE = 65535
 _LARGEST_FUSED_SCALE = 2
 
 
-def _fused_scale(height: float, width: float, size: tuple[int, int]) -> int:
-    """The DCT scale numerator for a pending resize's window: 1/8 or 1/4 when they fit, else 8."""
+def _fused_scale(height: float, width: float, size: tuple[int, int], antialias: bool) -> int:
+    """The DCT scale numerator for a pending resize's window: 1/8 or 1/4 when they fit, else 8.
+
+    Only antialiased resizes scale: a DCT-scaled decode averages blocks, close to the widened
+    filter, while plain bilinear interpolation of a shrink picks two samples out of many.
+    """
     scale = choose_scale(height, width, size)
-    return scale if scale <= _LARGEST_FUSED_SCALE else 8
+    return scale if antialias and scale <= _LARGEST_FUSED_SCALE else 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +92,16 @@ def _native_arguments(encoded: "EncodedJpeg") -> dict[str, Any]:
             "max_memory": options.max_memory}
 
 
+def _native_size(size: tuple[int, int]) -> bool:
+    """Whether the native core takes this output size; torchvision decides the others (it
+    resizes to 76800 x 256, and refuses 0 x 40, which Resize(20, max_size=40) asks of a 1 x 300
+    image, with its own error)."""
+    return 1 <= min(size) and max(size) <= _NATIVE_MAX_SIDE
+
+
 def _fuses(pending: PendingResize) -> bool:
     """Whether the native core computes this resize (else: full decode + torchvision)."""
-    return (pending.interpolation == InterpolationMode.BILINEAR
-            and max(pending.size) <= _NATIVE_MAX_SIDE)
+    return pending.interpolation == InterpolationMode.BILINEAR and _native_size(pending.size)
 
 
 def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
@@ -106,11 +116,15 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     to torchvision's resize. A ``pending`` resize (Resize's, computed in
     full) takes a reduced scale only from 1/4 down (see _LARGEST_FUSED_SCALE).
     """
-    if interpolation != InterpolationMode.BILINEAR or max(size) > _NATIVE_MAX_SIDE:
+    if interpolation != InterpolationMode.BILINEAR or not _native_size(size):
         window = encoded.decode_file_window(top, left, height, width)
         return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
-    scaled = _fused_scale if pending else choose_scale
-    scale = 8 if _exact(encoded) else scaled(height, width, size)
+    if _exact(encoded):
+        scale = 8
+    elif pending:
+        scale = _fused_scale(height, width, size, antialias)
+    else:
+        scale = choose_scale(height, width, size)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.as_subclass(torch.Tensor), top, left, height, width, size[0], size[1], scale,
@@ -172,7 +186,7 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
     (grid_height, grid_width), (file_height, file_width) = pending.size, encoded.file_size
     if not _exact(encoded):
         scale = _fused_scale(height * file_height / grid_height, width * file_width / grid_width,
-                             (height, width))
+                             (height, width), pending.antialias)
         if scale < 8:
             return _scaled_rect(encoded, top, left, height, width, scale)
     with encoded.errors_named():
