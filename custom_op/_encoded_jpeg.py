@@ -149,11 +149,16 @@ class EncodedJpeg(tv_tensors.Image):
     decode only the window they keep:
 
     - ``v2.RandomResizedCrop``, ``v2.RandomCrop``, ``v2.CenterCrop``,
-      ``v2.RandomIoUCrop``, ``v2.Resize`` and the functionals ``crop``,
-      ``center_crop``, ``resized_crop`` and ``resize`` decode the window
-      alone (resizes at a reduced DCT scale where the output is at most half
-      the window, with bilinear interpolation, unless ``exact=True``) and
-      return a ``tv_tensors.Image``.
+      ``v2.RandomIoUCrop`` and the functionals ``crop``, ``center_crop`` and
+      ``resized_crop`` decode the window alone (resizes at a reduced DCT
+      scale where the output is at most half the window, with bilinear
+      interpolation, unless ``exact=True``) and return a ``tv_tensors.Image``.
+    - ``v2.Resize`` (``F.resize``) decodes nothing: it returns the
+      EncodedJpeg with the resize pending (``pending_resize``; ``canvas_size``
+      becomes the resized size). A crop after it decodes only the window its
+      rectangle of the resized image reads (the evaluation recipe
+      ``Resize(256)`` + ``CenterCrop(224)``); any other operation, tensor
+      operations included, gets the resized image, computed in full once.
     - Every other v2 transform that reaches it (a flip before the crop,
       ColorJitter, ToDtype, padding) decodes the whole image first and then
       does what it does to an Image.
@@ -194,7 +199,11 @@ class EncodedJpeg(tv_tensors.Image):
             DataLoader names itself.
 
     Attributes:
-        canvas_size: ``(height, width)`` from the header.
+        canvas_size: ``(height, width)`` from the header, or the resized size
+            while a resize is pending.
+        file_size: ``(height, width)`` from the header.
+        pending_resize: The :class:`custom_op._fused_resize.PendingResize`
+            waiting for a crop, or None.
         num_channels: The channels a decode gives (3 for "rgb", 1 for
             "gray", the file's own count for "unchanged").
         options: The :class:`DecodeOptions` above.
