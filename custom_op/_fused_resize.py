@@ -92,7 +92,7 @@ def _native_arguments(encoded: "EncodedJpeg") -> dict[str, Any]:
             "max_memory": options.max_memory}
 
 
-def _native_size(size: tuple[int, int]) -> bool:
+def native_size(size: tuple[int, int]) -> bool:
     """Whether the native core takes this output size; torchvision decides the others (it
     resizes to 76800 x 256, and refuses 0 x 40, which Resize(20, max_size=40) asks of a 1 x 300
     image, with its own error)."""
@@ -101,7 +101,7 @@ def _native_size(size: tuple[int, int]) -> bool:
 
 def _fuses(pending: PendingResize) -> bool:
     """Whether the native core computes this resize (else: full decode + torchvision)."""
-    return pending.interpolation == InterpolationMode.BILINEAR and _native_size(pending.size)
+    return pending.interpolation == InterpolationMode.BILINEAR and native_size(pending.size)
 
 
 def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
@@ -116,7 +116,7 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     to torchvision's resize. A ``pending`` resize (Resize's, computed in
     full) takes a reduced scale only from 1/4 down (see _LARGEST_FUSED_SCALE).
     """
-    if interpolation != InterpolationMode.BILINEAR or not _native_size(size):
+    if interpolation != InterpolationMode.BILINEAR or not native_size(size):
         window = encoded.decode_file_window(top, left, height, width)
         return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
     if _exact(encoded):

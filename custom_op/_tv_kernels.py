@@ -41,8 +41,30 @@ from torchvision.transforms.v2.functional._geometry import (
     _compute_resized_output_size)
 from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
 
+from ._decode import decode_and_resized_crop_jpeg
 from ._encoded_jpeg import EncodedJpeg
-from ._fused_resize import PendingResize, resized_window
+from ._fused_resize import PendingResize, native_size, resized_window
+
+
+def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+                    size: tuple[int, int], interpolation: InterpolationMode,
+                    antialias: bool) -> tv_tensors.Image:
+    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
+
+    Bilinear resizes use custom_op's resized decode, which decodes at a
+    reduced DCT scale when the output is at most half the window and
+    otherwise resizes the exact window with the ATen kernel torchvision uses.
+    With ``exact``, other interpolations and sizes the native core cannot
+    take, _fused_resize.resized_window decides (torchvision's pixels).
+    """
+    if (interpolation == InterpolationMode.BILINEAR and not encoded.options.exact
+            and native_size(size)):
+        with encoded.errors_named():
+            pixels = decode_and_resized_crop_jpeg(encoded.as_subclass(torch.Tensor), top, left,
+                                                  height, width, size, antialias=antialias,
+                                                  **encoded.options.decode_arguments())
+        return tv_tensors.Image(pixels)
+    return resized_window(encoded, top, left, height, width, size, interpolation, antialias)
 
 
 def _inside(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> bool:
@@ -94,8 +116,8 @@ def resized_crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: 
     output_size = _compute_resized_output_size((height, width), size=size)
     if tuple(output_size) == (height, width):  # torchvision returns the crop as it is
         return encoded.decode_window(top, left, height, width)
-    return resized_window(encoded, top, left, height, width, tuple(output_size), interpolation,
-                          False if antialias is None else antialias)
+    return _resized_window(encoded, top, left, height, width, tuple(output_size), interpolation,
+                           False if antialias is None else antialias)
 
 
 @register_kernel(F.resize, EncodedJpeg)

@@ -263,13 +263,73 @@ inline void resample_row_rgbx_sse2(const uint8_t* in, const GridTaps& taps, uint
     std::memcpy(out + i * 4, &result, 4);
   }
 }
+
+// Two rows at once (`in` and `in + in_row_bytes`, into `out` and
+// `out + out_row_bytes`): each tap pair's weights are set up once for both.
+inline void resample_two_rows_rgbx_sse2(const uint8_t* in, size_t in_row_bytes,
+                                        const GridTaps& taps, uint8_t* out, size_t out_row_bytes) {
+  const __m128i zero = _mm_setzero_si128();
+  const __m128i half = _mm_set1_epi32(1 << (taps.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(taps.precision);
+  for (size_t i = 0; i < taps.first.size(); ++i) {
+    const uint8_t* upper = in + static_cast<size_t>(taps.first[i]) * 4;
+    const uint8_t* lower = upper + in_row_bytes;
+    const int32_t* w = &taps.weights[i * taps.max_taps];
+    const int count = taps.count[i];
+    __m128i upper_sum = half;
+    __m128i lower_sum = half;
+    int j = 0;
+    for (; j + 1 < count; j += 2) {
+      int64_t upper_pixels;
+      int64_t lower_pixels;
+      std::memcpy(&upper_pixels, upper + 4 * j, 8);
+      std::memcpy(&lower_pixels, lower + 4 * j, 8);
+      const __m128i weights = _mm_set1_epi32(static_cast<int32_t>(
+          (static_cast<uint32_t>(w[j]) & 0xffffu) | (static_cast<uint32_t>(w[j + 1]) << 16)));
+      // Pixels p, q as bytes p0..p3 q0..q3 -> int16 pairs (p0 q0) (p1 q1) (p2 q2) (p3 q3).
+      const __m128i upper_bytes = _mm_cvtsi64_si128(upper_pixels);
+      const __m128i lower_bytes = _mm_cvtsi64_si128(lower_pixels);
+      const __m128i upper_pair = _mm_unpacklo_epi8(
+          _mm_unpacklo_epi8(upper_bytes, _mm_srli_si128(upper_bytes, 4)), zero);
+      const __m128i lower_pair = _mm_unpacklo_epi8(
+          _mm_unpacklo_epi8(lower_bytes, _mm_srli_si128(lower_bytes, 4)), zero);
+      upper_sum = _mm_add_epi32(upper_sum, _mm_madd_epi16(upper_pair, weights));
+      lower_sum = _mm_add_epi32(lower_sum, _mm_madd_epi16(lower_pair, weights));
+    }
+    if (j < count) {
+      int32_t upper_pixel;
+      int32_t lower_pixel;
+      std::memcpy(&upper_pixel, upper + 4 * j, 4);
+      std::memcpy(&lower_pixel, lower + 4 * j, 4);
+      const __m128i weight = _mm_set1_epi32(w[j] & 0xffff);
+      upper_sum = _mm_add_epi32(upper_sum, _mm_madd_epi16(_mm_unpacklo_epi16(
+          _mm_unpacklo_epi8(_mm_cvtsi32_si128(upper_pixel), zero), zero), weight));
+      lower_sum = _mm_add_epi32(lower_sum, _mm_madd_epi16(_mm_unpacklo_epi16(
+          _mm_unpacklo_epi8(_mm_cvtsi32_si128(lower_pixel), zero), zero), weight));
+    }
+    // Both rows' sums shifted, then saturated to int16 and uint8 together.
+    const __m128i both = _mm_packs_epi32(_mm_sra_epi32(upper_sum, shift), _mm_sra_epi32(lower_sum, shift));
+    const __m128i bytes = _mm_packus_epi16(both, zero);
+    const int32_t upper_result = _mm_cvtsi128_si32(bytes);
+    const int32_t lower_result = _mm_cvtsi128_si32(_mm_srli_si128(bytes, 4));
+    std::memcpy(out + i * 4, &upper_result, 4);
+    std::memcpy(out + out_row_bytes + i * 4, &lower_result, 4);
+  }
+}
 #endif
 
 // The width pass over `rows` rows, for 1, 3 or 4 bytes per pixel.
 CUSTOM_OP_AVX2_CLONES
 static void resample_rows_fixed(const uint8_t* in, size_t in_row_bytes, int64_t rows, int channels,
                                 const GridTaps& taps, uint8_t* out, size_t out_row_bytes) {
-  for (int64_t r = 0; r < rows; ++r) {
+  int64_t r = 0;
+#if defined(__SSE2__)
+  for (; channels == 4 && r + 1 < rows; r += 2) {
+    resample_two_rows_rgbx_sse2(in + static_cast<size_t>(r) * in_row_bytes, in_row_bytes, taps,
+                                out + static_cast<size_t>(r) * out_row_bytes, out_row_bytes);
+  }
+#endif
+  for (; r < rows; ++r) {
     const uint8_t* src = in + static_cast<size_t>(r) * in_row_bytes;
     uint8_t* dst = out + static_cast<size_t>(r) * out_row_bytes;
     switch (channels) {
