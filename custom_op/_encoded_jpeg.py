@@ -104,10 +104,12 @@ _BYTE_OPERATIONS = frozenset({
 })
 
 #: What an EncodedJpeg with a pending resize (an image not yet computed) lets through as it is:
-#: copies, moves and pickling keep the resize pending. Every other operation gets the
-#: resized image (decoded and resized in full), as if the resize had happened.
+#: copies and moves keep the resize pending. Every other operation gets the resized image
+#: (decoded and resized in full), as if the resize had happened. Pickling is one of them: a
+#: sample leaving a DataLoader worker (a detection pipeline's list of images, collated by
+#: the main process) carries its image, so the decode stays in the worker.
 _KEEPS_PENDING = frozenset({
-    "__reduce_ex__", "__setstate__", "__deepcopy__", "__get__", "__repr__", "__format__",
+    "__setstate__", "__deepcopy__", "__get__", "__repr__", "__format__",
     "clone", "to", "cpu", "detach", "detach_", "requires_grad_", "pin_memory", "is_pinned",
     "share_memory_", "is_shared",
 })
@@ -347,8 +349,8 @@ class EncodedJpeg(tv_tensors.Image):
         return resized
 
     def __getstate__(self) -> dict[str, Any]:
-        # Pickles (to and from DataLoader workers) carry the bytes and the pending resize,
-        # never the resized image computed from them.
+        # Copies carry the bytes and the pending resize, never the resized image computed
+        # from them (a pickle of a pending resize is the resized image itself, see above).
         return {key: value for key, value in self.__dict__.items() if key != "_resized"}
 
     def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
