@@ -30,7 +30,7 @@
 #include <memory>
 #include <vector>
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)  // _mm_cvtsi64_si128 is 64-bit only
 #include <emmintrin.h>
 #endif
 
@@ -223,7 +223,7 @@ inline void resample_row_fixed(const uint8_t* in, const GridTaps& taps, uint8_t*
   }
 }
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)  // _mm_cvtsi64_si128 is 64-bit only
 // resample_row_fixed<4> with SSE2, which every x86-64 has: two taps at a
 // time, their pixels' bytes interleaved into int16 pairs that one
 // multiply-add (pmaddwd) weighs and sums into the four channels' int32 sums.
@@ -323,7 +323,7 @@ CUSTOM_OP_AVX2_CLONES
 static void resample_rows_fixed(const uint8_t* in, size_t in_row_bytes, int64_t rows, int channels,
                                 const GridTaps& taps, uint8_t* out, size_t out_row_bytes) {
   int64_t r = 0;
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)  // _mm_cvtsi64_si128 is 64-bit only
   for (; channels == 4 && r + 1 < rows; r += 2) {
     resample_two_rows_rgbx_sse2(in + static_cast<size_t>(r) * in_row_bytes, in_row_bytes, taps,
                                 out + static_cast<size_t>(r) * out_row_bytes, out_row_bytes);
@@ -336,7 +336,7 @@ static void resample_rows_fixed(const uint8_t* in, size_t in_row_bytes, int64_t 
       case 1: resample_row_fixed<1>(src, taps, dst); break;
       case 3: resample_row_fixed<3>(src, taps, dst); break;
       default:
-#if defined(__SSE2__)
+#if defined(__SSE2__) && defined(__x86_64__)  // _mm_cvtsi64_si128 is 64-bit only
         resample_row_rgbx_sse2(src, taps, dst);
 #else
         resample_row_fixed<4>(src, taps, dst);
