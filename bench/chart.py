@@ -7,6 +7,8 @@
                         as a line: an upper bound, not a pipeline), detection, the article's
   <name>-prepared.png   prepared files: a crop's speed-up over a full decode of the same file,
                         original against prepared; RandomResizedCrop against torchvision
+  <name>-evaluation.png the evaluation recipe Resize(256) + CenterCrop(224): each custom_op
+                        mode's speed-up over torchvision, one bar per image size
 
 One column of panels per kind of image (generated, real), one row per panel. Every panel shows one
 quantity and at most one kind of ratio. ``python -m bench`` draws them after
@@ -153,6 +155,29 @@ def _prepared_rrc(axes, result: dict[str, Any]) -> None:
     axes.set_xlabel("torchvision's median / method's median; higher is better", fontsize=8)
 
 
+def _evaluation(axes, result: dict[str, Any]) -> None:
+    """Each custom_op mode's speed-up over torchvision, one bar per image size, 1.0 marked."""
+    cases = result["cases"]
+    names = [row["method"] for row in cases[0]["methods"][1:]] if cases else []
+    height = 0.8 / max(1, len(cases))
+    for number, case in enumerate(cases):
+        positions = [index + (number - (len(cases) - 1) / 2) * height for index in range(len(names))]
+        ratios = [row["speedup_vs_torchvision"] for row in case["methods"][1:]]
+        axes.barh(positions, ratios, height=height, color=_SIZE_SHADES[number % len(_SIZE_SHADES)],
+                  label=case["label"])
+        for position, ratio in zip(positions, ratios):
+            axes.text(ratio, position, f"  {ratio:.2f}x", va="center", fontsize=7)
+    axes.axvline(1.0, color="grey", linewidth=0.8)
+    axes.set_yticks(list(range(len(names))), names, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max([row["speedup_vs_torchvision"] for case in cases
+                          for row in case["methods"]] + [1]) * 1.4)
+    axes.legend(fontsize=7, loc="lower right")
+    axes.set_title("Resize(256) + CenterCrop(224): speed-up over torchvision's decode_jpeg + "
+                   "the same transforms, one thread", fontsize=9)
+    axes.set_xlabel("torchvision's median / method's median; higher is better", fontsize=8)
+
+
 #: figure name -> its question and its panels: (part, panel drawer).
 FIGURES: dict[str, tuple[str, list[tuple[str, Panel]]]] = {
     "crops": ("One crop from one JPEG, one thread: custom_op against its peers", [
@@ -167,6 +192,8 @@ FIGURES: dict[str, tuple[str, list[tuple[str, Panel]]]] = {
                                    "speedup_vs_pil", "PIL"))]),
     "prepared": ("Files prepared with restart markers (python -m custom_op.prepare)", [
         ("prepared", _prepared_crops), ("prepared", _prepared_rrc)]),
+    "evaluation": ("The evaluation recipe on EncodedJpeg: the resize waits, the crop decodes its "
+                   "window", [("eval", _evaluation)]),
 }
 
 

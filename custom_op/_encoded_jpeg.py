@@ -26,6 +26,7 @@ import torch
 from torchvision import tv_tensors
 
 from ._errors import JpegDecodeError
+from ._fused_resize import PendingResize, resized_rect, resized_whole
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
                       _as_encoded, _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size,
                       mode_name)
@@ -103,6 +104,30 @@ _BYTE_OPERATIONS = frozenset({
     "element_size", "untyped_storage", "_typed_storage", "storage", "equal",
 })
 
+#: What an EncodedJpeg with a pending resize (an image not yet computed) lets through as it is:
+#: copies and moves keep the resize pending. Every other operation gets the resized image
+#: (decoded and resized in full), as if the resize had happened. Pickling is one of them: a
+#: sample leaving a DataLoader worker (a detection pipeline's list of images, collated by
+#: the main process) carries its image, so the decode stays in the worker.
+_KEEPS_PENDING = frozenset({
+    "__setstate__", "__deepcopy__", "__get__", "__repr__", "__format__",
+    "clone", "to", "cpu", "detach", "detach_", "requires_grad_", "pin_memory", "is_pinned",
+    "share_memory_", "is_shared",
+})
+
+
+def _has_pending_resize(value: Any) -> bool:
+    return isinstance(value, EncodedJpeg) and value.pending_resize is not None
+
+
+def _materialised(value: Any) -> Any:
+    """``value`` with every pending resize in it (also in lists and tuples) computed."""
+    if _has_pending_resize(value):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_materialised(item) for item in value)
+    return value
+
 
 #: What asks an image tensor for its size. An EncodedJpeg would answer with its byte count (its
 #: tensor is the 1-D file), which third-party code reads as a 1-D image and fails far from here,
@@ -169,11 +194,16 @@ class EncodedJpeg(tv_tensors.Image):
     decode only the window they keep:
 
     - ``v2.RandomResizedCrop``, ``v2.RandomCrop``, ``v2.CenterCrop``,
-      ``v2.RandomIoUCrop``, ``v2.Resize`` and the functionals ``crop``,
-      ``center_crop``, ``resized_crop`` and ``resize`` decode the window
-      alone (resizes at a reduced DCT scale where the output is at most half
-      the window, with bilinear interpolation, unless ``exact=True``) and
-      return a ``tv_tensors.Image``.
+      ``v2.RandomIoUCrop`` and the functionals ``crop``, ``center_crop`` and
+      ``resized_crop`` decode the window alone (resizes at a reduced DCT
+      scale where the output is at most half the window, with bilinear
+      interpolation, unless ``exact=True``) and return a ``tv_tensors.Image``.
+    - ``v2.Resize`` (``F.resize``) decodes nothing: it returns the
+      EncodedJpeg with the resize pending (``pending_resize``; ``canvas_size``
+      becomes the resized size). A crop after it decodes only the window its
+      rectangle of the resized image reads (the evaluation recipe
+      ``Resize(256)`` + ``CenterCrop(224)``); any other operation, tensor
+      operations included, gets the resized image, computed in full once.
     - Every other v2 transform that reaches it (a flip before the crop,
       ColorJitter, ToDtype, padding) decodes the whole image first and then
       does what it does to an Image.
@@ -218,7 +248,11 @@ class EncodedJpeg(tv_tensors.Image):
             DataLoader names itself.
 
     Attributes:
-        canvas_size: ``(height, width)`` from the header.
+        canvas_size: ``(height, width)`` from the header, or the resized size
+            while a resize is pending.
+        file_size: ``(height, width)`` from the header.
+        pending_resize: The :class:`custom_op._fused_resize.PendingResize`
+            waiting for a crop, or None.
         num_channels: The channels a decode gives (3 for "rgb", 1 for
             "gray", the file's own count for "unchanged").
         options: The :class:`DecodeOptions` above.
@@ -240,6 +274,8 @@ class EncodedJpeg(tv_tensors.Image):
     """
 
     canvas_size: tuple[int, int]
+    file_size: tuple[int, int]
+    pending_resize: Optional[PendingResize]
     num_channels: int
     stored_channels: int
     options: DecodeOptions
@@ -273,9 +309,13 @@ class EncodedJpeg(tv_tensors.Image):
 
     @classmethod
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
-              options: DecodeOptions, source: Optional[str]) -> "EncodedJpeg":
+              options: DecodeOptions, source: Optional[str],
+              pending_resize: Optional[PendingResize] = None) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
-        encoded.canvas_size = canvas_size
+        # canvas_size is the size torchvision sees: the resized one while a resize is pending.
+        encoded.file_size = canvas_size
+        encoded.pending_resize = pending_resize
+        encoded.canvas_size = canvas_size if pending_resize is None else pending_resize.size
         encoded.stored_channels = stored_channels
         encoded.num_channels = _channels_of(options.mode, stored_channels)
         encoded.options = options
@@ -285,10 +325,15 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def wrap(cls, tensor: torch.Tensor, like: "EncodedJpeg", **kwargs: Any) -> "EncodedJpeg":
         """torchvision's tv_tensors.wrap: ``tensor`` (the same bytes) with ``like``'s metadata."""
-        return cls._wrap(tensor, canvas_size=kwargs.get("canvas_size", like.canvas_size),
+        return cls._wrap(tensor, canvas_size=like.file_size,
                          stored_channels=kwargs.get("stored_channels", like.stored_channels),
                          options=kwargs.get("options", like.options),
-                         source=kwargs.get("source", like.source))
+                         source=kwargs.get("source", like.source),
+                         pending_resize=kwargs.get("pending_resize", like.pending_resize))
+
+    def with_pending_resize(self, pending: Optional[PendingResize]) -> "EncodedJpeg":
+        """The same file (bytes shared) with ``pending`` as its resize still to be computed."""
+        return self.wrap(self.as_subclass(torch.Tensor), self, pending_resize=pending)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (),
@@ -299,6 +344,14 @@ class EncodedJpeg(tv_tensors.Image):
         # Code that reads .shape (or size(), dim(), len()) to learn the image's size would get
         # the byte count; that raises too. torch's own code inside the operations allowed here
         # (pickling, copies) runs with __torch_function__ off, so it still sees the bytes.
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") not in _KEEPS_PENDING and (
+                any(map(_has_pending_resize, args)) or any(
+                    isinstance(arg, (list, tuple)) and any(map(_has_pending_resize, arg))
+                    for arg in args)):
+            # An image a resize is still pending on: give the operation that image.
+            return func(*_materialised(tuple(args)), **{key: _materialised(value)
+                                                         for key, value in kwargs.items()})
         name = _operation_name(func)
         is_property = getattr(func, "__name__", "") == "__get__"
         if name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
@@ -311,12 +364,16 @@ class EncodedJpeg(tv_tensors.Image):
     @property
     def shape(self) -> torch.Size:  # type: ignore[override]
         if torch._C._is_torch_function_enabled():
+            if self.pending_resize is not None:  # the resized image's, as numel() or size() give
+                return torch.Size((self.num_channels, *self.canvas_size))
             raise _refusal("shape")
         return self.as_subclass(torch.Tensor).shape
 
     @property
     def ndim(self) -> int:  # type: ignore[override]
         if torch._C._is_torch_function_enabled():
+            if self.pending_resize is not None:
+                return 3
             raise _refusal("ndim")
         return self.as_subclass(torch.Tensor).ndim
 
@@ -341,18 +398,42 @@ class EncodedJpeg(tv_tensors.Image):
         return _named_errors(self.source)
 
     def decode(self) -> tv_tensors.Image:
-        """Decodes the whole image with this file's options.
+        """Decodes the whole image with this file's options, and its pending resize if any.
 
         Returns:
-            A ``tv_tensors.Image`` of shape ``[num_channels, height, width]``.
+            A ``tv_tensors.Image`` of shape ``[num_channels, height, width]``
+            (``canvas_size``: the resized size when a resize is pending).
 
         Raises:
             JpegDecodeError: The data cannot be decoded.
         """
-        return self.decode_window(0, 0, *self.canvas_size)
+        if self.pending_resize is None:
+            return self.decode_file_window(0, 0, *self.file_size)
+        # Computed once: collating a batch asks a pending image for its numel, size, storage
+        # and pixels, each of which would otherwise decode and resize it again.
+        resized = self.__dict__.get("_resized")
+        if resized is None:
+            resized = self.__dict__["_resized"] = resized_whole(self)
+        return resized
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Copies carry the bytes and the pending resize, never the resized image computed
+        # from them (a pickle of a pending resize is the resized image itself, see above).
+        return {key: value for key, value in self.__dict__.items() if key != "_resized"}
 
     def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
-        """Decodes only the window; it must lie inside the image (ValueError otherwise)."""
+        """Decodes only the window of ``canvas_size``; it must lie inside (ValueError otherwise).
+
+        With a pending resize, the window is a rectangle of the resized image,
+        and only the part of the file its resampling reads is decoded.
+        """
+        if self.pending_resize is not None:
+            return resized_rect(self, top, left, height, width)
+        return self.decode_file_window(top, left, height, width)
+
+    def decode_file_window(self, top: int, left: int, height: int,
+                           width: int) -> tv_tensors.Image:
+        """Decodes only the window of the file's own image (``file_size``), ignoring any resize."""
         with self.errors_named():
             pixels = decode_and_crop_jpeg(self.as_subclass(torch.Tensor), top, left, height, width,
                                           **self.options.decode_arguments())
@@ -360,8 +441,9 @@ class EncodedJpeg(tv_tensors.Image):
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         source = "" if self.source is None else f"source={self.source!r}, "
+        pending = "" if self.pending_resize is None else f"pending_resize={self.pending_resize}, "
         return (f"EncodedJpeg({source}nbytes={self.nbytes}, canvas_size={self.canvas_size}, "
-                f"num_channels={self.num_channels}, options={self.options})")
+                f"{pending}num_channels={self.num_channels}, options={self.options})")
 
 
 # Registers the torchvision kernels for EncodedJpeg. At the end of this module, because the

@@ -5,10 +5,16 @@ which look a kernel up by the input's type along its MRO
 (``torchvision.transforms.v2.functional.register_kernel``). For EncodedJpeg:
 
 - ``get_size``, ``get_dimensions``, ``get_num_channels`` answer from the header.
-- ``crop``, ``center_crop``, ``resized_crop`` and ``resize`` decode only the
-  window. A window reaching outside the image (torchvision pads it with zeros)
-  decodes the whole image and lets torchvision pad: such crops are rare, and
+- ``crop``, ``center_crop`` and ``resized_crop`` decode only the window. A
+  window reaching outside the image (torchvision pads it with zeros) decodes
+  the whole image and lets torchvision pad: such crops are rare, and
   torchvision's own code then decides every padded pixel.
+- ``resize`` decodes nothing: it returns the EncodedJpeg with the resize
+  pending (custom_op/_fused_resize.py), and reports the resized size. A crop
+  that follows (the evaluation recipe ``Resize(N)`` + ``CenterCrop(M)``)
+  decodes only the window its rectangle of the resized image needs; any other
+  functional, a second resize or a resized crop first computes the resize
+  (whole decode and resize, as the resize alone would).
 - Every other functional that has a ``tv_tensors.Image`` kernel gets a kernel
   that decodes the whole image and calls the functional again on the decoded
   Image. Without it, the lookup would reach the Image kernel with a 1-D byte
@@ -37,34 +43,34 @@ from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
 
 from ._decode import decode_and_resized_crop_jpeg
 from ._encoded_jpeg import EncodedJpeg
+from ._fused_resize import PendingResize, native_size, resized_window
+
+
+def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+                    size: tuple[int, int], interpolation: InterpolationMode,
+                    antialias: bool) -> tv_tensors.Image:
+    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
+
+    Bilinear resizes use custom_op's resized decode, which decodes at a
+    reduced DCT scale when the output is at most half the window and
+    otherwise resizes the exact window with the ATen kernel torchvision uses.
+    With ``exact``, other interpolations and sizes the native core cannot
+    take, _fused_resize.resized_window decides (torchvision's pixels).
+    """
+    if (interpolation == InterpolationMode.BILINEAR and not encoded.options.exact
+            and native_size(size)):
+        with encoded.errors_named():
+            pixels = decode_and_resized_crop_jpeg(encoded.as_subclass(torch.Tensor), top, left,
+                                                  height, width, size, antialias=antialias,
+                                                  **encoded.options.decode_arguments())
+        return tv_tensors.Image(pixels)
+    return resized_window(encoded, top, left, height, width, size, interpolation, antialias)
 
 
 def _inside(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> bool:
     image_height, image_width = encoded.canvas_size
     return (top >= 0 and left >= 0 and height >= 1 and width >= 1
             and top + height <= image_height and left + width <= image_width)
-
-
-def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
-                    size: list[int], interpolation: InterpolationMode,
-                    antialias: Optional[bool]) -> tv_tensors.Image:
-    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
-
-    Bilinear resizes use custom_op's resized decode, which decodes at a
-    reduced DCT scale when the output is at most half the window (unless the
-    file's options ask for ``exact``) and otherwise resizes the exact window
-    with the ATen kernel torchvision uses. Other interpolations decode the
-    exact window and hand it to torchvision's resize.
-    """
-    antialias = False if antialias is None else antialias
-    if interpolation == InterpolationMode.BILINEAR and not encoded.options.exact:
-        with encoded.errors_named():
-            pixels = decode_and_resized_crop_jpeg(encoded.as_subclass(torch.Tensor), top, left,
-                                                  height, width, tuple(size), antialias=antialias,
-                                                  **encoded.options.decode_arguments())
-        return tv_tensors.Image(pixels)
-    window = encoded.decode_window(top, left, height, width)
-    return F.resize(window, size, interpolation=interpolation, antialias=antialias)
 
 
 @register_kernel(F.get_size, EncodedJpeg)
@@ -104,25 +110,31 @@ def resized_crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: 
                  size: list[int], interpolation: Any = InterpolationMode.BILINEAR,
                  antialias: Optional[bool] = True) -> tv_tensors.Image:
     interpolation = _check_interpolation(interpolation)
-    if not _inside(encoded, top, left, height, width):
+    if encoded.pending_resize is not None or not _inside(encoded, top, left, height, width):
         return F.resized_crop(encoded.decode(), top, left, height, width, size,
                               interpolation=interpolation, antialias=antialias)
     output_size = _compute_resized_output_size((height, width), size=size)
     if tuple(output_size) == (height, width):  # torchvision returns the crop as it is
         return encoded.decode_window(top, left, height, width)
-    return _resized_window(encoded, top, left, height, width, output_size, interpolation, antialias)
+    return _resized_window(encoded, top, left, height, width, tuple(output_size), interpolation,
+                           False if antialias is None else antialias)
 
 
 @register_kernel(F.resize, EncodedJpeg)
 def resize(encoded: EncodedJpeg, size: Optional[list[int]],
            interpolation: Any = InterpolationMode.BILINEAR, max_size: Optional[int] = None,
-           antialias: Optional[bool] = True) -> tv_tensors.Image:
+           antialias: Optional[bool] = True) -> Any:
     interpolation = _check_interpolation(interpolation)
+    if encoded.pending_resize is not None:  # two resizes: torchvision resamples twice
+        return F.resize(encoded.decode(), size, interpolation=interpolation, max_size=max_size,
+                        antialias=antialias)
     height, width = encoded.canvas_size
     output_size = _compute_resized_output_size((height, width), size=size, max_size=max_size)
     if tuple(output_size) == (height, width):
         return encoded.decode()
-    return _resized_window(encoded, 0, 0, height, width, output_size, interpolation, antialias)
+    return encoded.with_pending_resize(PendingResize(
+        (int(output_size[0]), int(output_size[1])), interpolation,
+        False if antialias is None else antialias, encoded.options.exact))
 
 
 def _decode_first(functional: Callable[..., Any]) -> Callable[..., Any]:

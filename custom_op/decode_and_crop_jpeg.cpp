@@ -30,6 +30,7 @@
 #include "binding/loaded_libjpeg.h"
 #include "binding/python_errors.h"
 #include "binding/thread_pool.h"
+#include "csrc/grid_crop.h"
 #include "csrc/jpeg_decoder.h"
 #include "csrc/prepare.h"
 
@@ -242,12 +243,15 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
 
 // Header, window check, allocation and decode of one image: the exact crop,
 // or with `resize` the resized one, written to `into` if it is defined (the
-// caller checked its shape). Never throws, and needs no GIL, so the single
-// calls and the batch's threads all run it.
+// caller checked its shape). With `box` (and a reduced scale), the output
+// covers that box of the window (see JpegDecoder::decode_resized). Never
+// throws, and needs no GIL, so the single calls and the batch's threads all
+// run it.
 custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
                              custom_op::ColorMode mode, custom_op::PixelOrder order,
                              const custom_op::Window& window, const ResizeRequest* resize,
-                             const at::Tensor& into, at::Tensor* out) {
+                             const at::Tensor& into, at::Tensor* out,
+                             const custom_op::BoxInWindow* box = nullptr) {
   try {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
     custom_op::JpegInfo info;
@@ -268,6 +272,10 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
       return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
                                "the stacked output has the wrong channel count (this is a bug in custom_op)"};
     }
+    if (box != nullptr && resize->scale_num == 8) {
+      return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
+                               "a box needs a reduced scale (this is a bug in custom_op)"};
+    }
     if (resize->scale_num == 8) {
       return decode_then_resize(&decoder, window, mode, channels, *resize, order, into, out);
     }
@@ -275,7 +283,7 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     return decoder.decode_resized(window, mode, resize->scale_num,
                                   static_cast<int>(resize->out_height),
                                   static_cast<int>(resize->out_width), resize->antialias,
-                                  out->data_ptr<uint8_t>(), order);
+                                  out->data_ptr<uint8_t>(), order, box);
   } catch (...) {  // Report, never unwind into a batch thread or through the GIL release.
     return status_of_current_exception();
   }
@@ -283,6 +291,40 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
 
 custom_op::PixelOrder pixel_order(bool contiguous) {
   return contiguous ? custom_op::PixelOrder::kPlanar : custom_op::PixelOrder::kInterleaved;
+}
+
+// The rectangle `crop.rect` of the image resized to crop's grid, exactly as
+// ATen resizes (csrc/grid_crop.h), with the GIL released.
+at::Tensor decode_grid_crop(ByteSpan bytes, const custom_op::GridCrop& crop, int64_t mode,
+                            const custom_op::DecodeOptions& options, bool contiguous) {
+  const custom_op::ColorMode color_mode = to_mode(mode);
+  const custom_op::PixelOrder order = pixel_order(contiguous);
+  at::Tensor out;
+  custom_op::Status status;
+  {
+    py::gil_scoped_release no_gil;
+    try {
+      custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
+      custom_op::JpegInfo info;
+      status = decoder.read_header(&info);
+      if (status.ok() && !custom_op::grid_crop_fits(crop)) {
+        status = custom_op::Status{custom_op::StatusCode::kInvalidArgument,
+                                   "the rectangle does not fit in its resize grid"};
+      }
+      if (status.ok()) {
+        out = new_output(custom_op::output_channels(info, color_mode), crop.rect.height,
+                         crop.rect.width, order);
+        status = custom_op::decode_grid_crop(&decoder, info, crop, color_mode, order,
+                                             out.data_ptr<uint8_t>());
+      }
+    } catch (...) {
+      status = status_of_current_exception();
+    }
+  }
+  if (!status.ok()) {
+    raise_status("decode_grid_crop", status);
+  }
+  return out;
 }
 
 // One image, with the GIL released while it decodes.
@@ -408,6 +450,51 @@ void def_single_image_functions(py::module_& m) {
         py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
         py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false,
         py::arg("max_memory") = custom_op::Limits{}.max_memory);
+  m.def("decode_box_resized",
+        [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w,
+           const std::vector<double>& box, int64_t out_height, int64_t out_width,
+           int64_t scale_num, bool antialias, int64_t mode, bool strict, int64_t max_pixels,
+           int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
+          const BorrowedBytes bytes(data);
+          const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
+          if (box.size() != 4 || scale_num == 8) {
+            throw py::value_error("box must hold 4 numbers and scale_num be below 8");
+          }
+          const custom_op::BoxInWindow in_window{box[0], box[1], box[2], box[3]};
+          const custom_op::DecodeOptions options =
+              make_options(strict, max_pixels, max_scans, max_memory, true, seek);
+          const custom_op::ColorMode color_mode = to_mode(mode);
+          at::Tensor out;
+          custom_op::Status status;
+          {
+            py::gil_scoped_release no_gil;
+            status = decode_one(bytes.span(), options, color_mode, pixel_order(contiguous),
+                                {y, x, h, w}, &request, at::Tensor(), &out, &in_window);
+          }
+          if (!status.ok()) {
+            raise_status("decode_box_resized", status);
+          }
+          return out;
+        },
+        py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
+        py::arg("crop_width"), py::arg("box"), py::arg("out_height"), py::arg("out_width"),
+        py::arg("scale_num"), py::arg("antialias"), py::arg("mode"), py::arg("strict"),
+        py::arg("max_pixels"), py::arg("max_scans"), py::arg("seek"), py::arg("contiguous"),
+        py::arg("max_memory"));
+  m.def("decode_grid_crop",
+        [](const Data& data, int64_t grid_height, int64_t grid_width, int64_t y, int64_t x,
+           int64_t h, int64_t w, bool antialias, int64_t mode, bool strict, int64_t max_pixels,
+           int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
+          const BorrowedBytes bytes(data);
+          const custom_op::GridCrop crop{grid_height, grid_width, {y, x, h, w}, antialias};
+          return decode_grid_crop(bytes.span(), crop, mode,
+                                  make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                                  contiguous);
+        },
+        py::arg("data"), py::arg("grid_height"), py::arg("grid_width"), py::arg("crop_y"),
+        py::arg("crop_x"), py::arg("crop_height"), py::arg("crop_width"), py::arg("antialias"),
+        py::arg("mode"), py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"),
+        py::arg("seek"), py::arg("contiguous"), py::arg("max_memory"));
   m.def("restart_geometry", [](const Data& data) {
     const BorrowedBytes bytes(data);
     return restart_geometry(bytes.span());

@@ -15,7 +15,13 @@ This module adds:
   random draws, that also take raw encoded bytes (a 1-D uint8 tensor, bytes,
   bytearray, memoryview, numpy array) and decode with their own options
   (``mode``, ``strict``, ``seek``, ``exact``, ``contiguous``,
-  ``max_pixels``, ``max_scans``, ``max_memory``). Their output never holds an undecoded JPEG.
+  ``max_pixels``, ``max_scans``, ``max_memory``). Their output never holds an undecoded JPEG;
+  ``ResizeJPEG``'s may hold a resize still pending, which a following crop
+  (``CenterCropJPEG``, ``v2.CenterCrop``) decodes as one window and any other
+  operation computes in full (custom_op/_fused_resize.py).
+- ``evaluation_transform``: torchvision's classification presets
+  (``ResNet50_Weights.DEFAULT.transforms()``) as the equivalent v2 pipeline,
+  so that the evaluation recipe decodes only the central window.
 - ``ComposeJPEG``: timm's ``create_transform`` pipelines and torchvision v1
   ``Compose``s (written for PIL images) on encoded JPEGs, their first crop or
   resize decoding only its window (custom_op/_compose_jpeg.py, docs/timm.md).
@@ -48,7 +54,7 @@ from ._compose_jpeg import ComposeJPEG
 from ._encoded_jpeg import DecodeOptions, EncodedJpeg
 
 __all__ = ["CenterCropJPEG", "ComposeJPEG", "DecodeJPEG", "NormalizeBatch", "RandomCropJPEG",
-           "RandomResizedCropJPEG", "ResizeJPEG", "decode_remaining"]
+           "RandomResizedCropJPEG", "ResizeJPEG", "decode_remaining", "evaluation_transform"]
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
@@ -103,13 +109,21 @@ def _to_mode(image: torch.Tensor, mode: str, name: str) -> torch.Tensor:
     return image if channels == 1 else F.rgb_to_grayscale(image, num_output_channels=1)
 
 
-def decode_remaining(sample: Any) -> Any:
-    """``sample`` with every EncodedJpeg in it decoded in full (a ``tv_tensors.Image``)."""
+def decode_remaining(sample: Any, *, keep_pending_resize: bool = False) -> Any:
+    """``sample`` with every EncodedJpeg in it decoded in full (a ``tv_tensors.Image``).
+
+    With ``keep_pending_resize``, an EncodedJpeg whose resize is pending stays
+    as it is, for a crop that follows to decode as one window.
+    """
     leaves, spec = tree_flatten(sample)
-    if not any(isinstance(leaf, EncodedJpeg) for leaf in leaves):
+
+    def undecoded(leaf: Any) -> bool:
+        return isinstance(leaf, EncodedJpeg) and not (keep_pending_resize
+                                                      and leaf.pending_resize is not None)
+
+    if not any(map(undecoded, leaves)):
         return sample
-    return tree_unflatten([leaf.decode() if isinstance(leaf, EncodedJpeg) else leaf
-                           for leaf in leaves], spec)
+    return tree_unflatten([leaf.decode() if undecoded(leaf) else leaf for leaf in leaves], spec)
 
 
 class _DecodesJpeg:
@@ -122,6 +136,9 @@ class _DecodesJpeg:
     as usual and then given the channels of ``mode``. After the transform,
     any EncodedJpeg left in the sample is decoded in full.
     """
+
+    #: Whether the output may keep a resize pending (ResizeJPEG) instead of computing it.
+    _keeps_pending_resize = False
 
     def forward(self, *inputs: Any) -> Any:
         name = type(self).__name__
@@ -144,7 +161,7 @@ class _DecodesJpeg:
             leaves[index] = EncodedJpeg.with_options(image, self.options)
         output = super().forward(tree_unflatten(leaves, spec))
         if not decoded:
-            return decode_remaining(output)
+            return decode_remaining(output, keep_pending_resize=self._keeps_pending_resize)
         out_leaves, out_spec = tree_flatten(output)
         out_leaves[index] = _to_mode(out_leaves[index], self.options.mode, name)
         return tree_unflatten(out_leaves, out_spec)
@@ -242,14 +259,28 @@ class RandomResizedCropJPEG(_DecodesJpeg, v2.RandomResizedCrop):
 
 
 class ResizeJPEG(_DecodesJpeg, v2.Resize):
-    """torchvision's ``v2.Resize`` that decodes at a reduced DCT scale where it can.
+    """torchvision's ``v2.Resize`` whose resize waits for the crop that follows it.
 
-    The evaluation recipe ``ResizeJPEG(256)`` then ``v2.CenterCrop(224)``
-    decodes at 1/2, 1/4 or 1/8 scale when the image is at least twice the
-    output size (bilinear, not ``exact``), at full scale otherwise (then equal
-    to torchvision's pixels). Arguments as ``torchvision.transforms.v2.Resize``
-    plus the ``decode_options`` of :class:`RandomCropJPEG`.
+    On encoded input the output is an :class:`custom_op.EncodedJpeg` with the
+    resize pending: it reports the resized size, and a following crop
+    (``CenterCropJPEG``, ``v2.CenterCrop``, ``v2.RandomCrop``) decodes only
+    the window its rectangle of the resized image needs. So the evaluation
+    recipe ``ResizeJPEG(256)`` then ``CenterCropJPEG(224)`` decodes the
+    central window alone: at 1/2, 1/4 or 1/8 scale when the window is at
+    least twice the output (bilinear, not ``exact``), else at full scale,
+    then bit for bit torchvision's decode_jpeg + Resize + CenterCrop. Any
+    other operation on the output (a flip, ToDtype, collating a batch)
+    computes the resize of the whole image first, as ``v2.Resize`` would
+    have. Arguments as ``torchvision.transforms.v2.Resize`` plus the
+    ``decode_options`` of :class:`RandomCropJPEG`.
+
+    Example:
+        >>> recipe = v2.Compose([ResizeJPEG(256), CenterCropJPEG(224)])
+        >>> recipe(open("cat.jpg", "rb").read()).shape   # only the centre was decoded
+        torch.Size([3, 224, 224])
     """
+
+    _keeps_pending_resize = True
 
     def __init__(self, size: Union[int, Sequence[int], None],
                  interpolation: Any = v2.InterpolationMode.BILINEAR,
@@ -257,6 +288,80 @@ class ResizeJPEG(_DecodesJpeg, v2.Resize):
                  **decode_options: Any) -> None:
         super().__init__(size, interpolation, max_size, antialias)
         self.options = DecodeOptions.checked(type(self).__name__, **decode_options)
+
+
+class _ClassificationTail(v2.Transform):
+    """The float conversion and normalisation of torchvision's ImageClassification preset.
+
+    With the preset's own (v1) functionals, so that the values are its own bit
+    for bit: ``v2.ToDtype(scale=True)`` multiplies by 1/255 where
+    ``convert_image_dtype`` divides by 255, which differs in the last bit.
+    """
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        super().__init__()
+        self.mean, self.std = list(mean), list(std)
+
+    def transform(self, inpt: Any, params: dict[str, Any]) -> Any:
+        if not isinstance(inpt, torch.Tensor) or not (
+                isinstance(inpt, tv_tensors.Image) or not isinstance(inpt, tv_tensors.TVTensor)):
+            return inpt
+        from torchvision.transforms import functional as F1
+
+        image = F1.convert_image_dtype(inpt.as_subclass(torch.Tensor), torch.float)
+        return F1.normalize(image, mean=self.mean, std=self.std)
+
+    def extra_repr(self) -> str:
+        return f"mean={self.mean}, std={self.std}"
+
+
+def evaluation_transform(preset: torch.nn.Module, **decode_options: Any) -> v2.Compose:
+    """torchvision's classification preset as a v2 pipeline that decodes only the central window.
+
+    ``weights.transforms()`` of torchvision's classification models (an
+    ``ImageClassification`` module: resize, centre crop, float conversion,
+    normalisation) calls torchvision's v1 functionals, which see an encoded
+    file as bytes. This gives the same steps as v2 transforms:
+    ``ResizeJPEG(resize_size)``, ``CenterCropJPEG(crop_size)``, then the
+    preset's own conversion and normalisation. The resize and the crop decode
+    as one window (see :class:`ResizeJPEG`); the tensor equals the preset's on
+    the decoded image bit for bit with ``exact=True``, and closely otherwise.
+
+    Args:
+        preset: The preset module: anything with ``resize_size``,
+            ``crop_size``, ``mean``, ``std``, ``interpolation`` and
+            ``antialias`` attributes, as ``ImageClassification`` has.
+        decode_options: How encoded input is decoded, by keyword: ``mode``,
+            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
+            ``max_scans``, ``max_memory``; see :class:`custom_op.EncodedJpeg`.
+
+    Returns:
+        A ``v2.Compose`` that takes encoded bytes, an EncodedJpeg or a decoded
+        uint8 image and returns the normalised float ``[C, crop, crop]``
+        tensor.
+
+    Raises:
+        TypeError: ``preset`` lacks one of the attributes above, or a decode
+            option is unknown.
+
+    Example:
+        >>> from torchvision.models import ResNet50_Weights
+        >>> transform = evaluation_transform(ResNet50_Weights.DEFAULT.transforms())
+        >>> transform(open("cat.jpg", "rb").read()).shape
+        torch.Size([3, 224, 224])
+    """
+    needed = ("resize_size", "crop_size", "mean", "std", "interpolation", "antialias")
+    missing = [name for name in needed if not hasattr(preset, name)]
+    if missing:
+        raise TypeError(f"evaluation_transform(): preset must be a torchvision ImageClassification "
+                        f"preset (weights.transforms()); {type(preset).__name__} has no "
+                        f"{', '.join(missing)}")
+    return v2.Compose([
+        ResizeJPEG(preset.resize_size, interpolation=preset.interpolation,
+                   antialias=preset.antialias, **decode_options),
+        CenterCropJPEG(preset.crop_size, **decode_options),
+        _ClassificationTail(preset.mean, preset.std),
+    ])
 
 
 class DecodeJPEG(v2.Transform):

@@ -89,4 +89,5 @@ def test_decode_errors_name_the_image(coco, tmp_path: pathlib.Path) -> None:
     dataset = wrap_dataset_for_transforms_v2(
         CocoJpegDetection(str(broken), annotations, transforms=v2.Resize(64)))
     with pytest.raises(custom_op.JpegDecodeError, match=r"00001\.jpg: .*Premature end"):
-        dataset[1]
+        image, _ = dataset[1]
+        image.decode()  # a Resize last in the pipeline decodes when the image is first used

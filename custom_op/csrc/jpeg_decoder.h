@@ -176,9 +176,12 @@ class JpegDecoder {
   // (1..8), which skips most of the inverse DCT work, and resizes it to
   // out_height x out_width with the triangle filter (antialiased when
   // shrinking) into `out` (output_channels(info, mode) channels in `order`).
+  // With `box`, the output covers that box instead of the whole window: the
+  // window then holds the box and the filter's reach around it, so that a
+  // rectangle of a whole image's resize comes out as from the whole image.
   Status decode_resized(const Window& window, ColorMode mode, int scale_num, int out_height,
                         int out_width, bool antialias, uint8_t* out,
-                        PixelOrder order = PixelOrder::kPlanar) {
+                        PixelOrder order = PixelOrder::kPlanar, const BoxInWindow* box = nullptr) {
     if (scale_num < 1 || scale_num > 8 || out_height < 1 || out_width < 1) {
       return Status{StatusCode::kInvalidArgument,
                     "scale_num must be 1..8 and the output size positive (this is a bug in custom_op)"};
@@ -193,7 +196,7 @@ class JpegDecoder {
     const bool cut_done = decode_from_restarts(
         window, decoded, scale_num, [&](JpegDecoder& cut, const Window& in_cut) {
           return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out,
-                                    order);
+                                    order, box);
         });
     if (cut_done) {
       return Status{};
@@ -209,10 +212,13 @@ class JpegDecoder {
     if (!within_limits.ok()) {
       return within_limits;
     }
+    const BoxInWindow whole{0.0, 0.0, static_cast<double>(window.height),
+                            static_cast<double>(window.width)};
+    const BoxInWindow& target = box == nullptr ? whole : *box;
     detail::ResizeSink sink(layout, output_channels(info_, mode), decoded,
-                            window.y * scale - decoded.y, window.x * scale - decoded.x,
-                            window.height * scale, window.width * scale, out_height, out_width,
-                            antialias);
+                            (window.y + target.y) * scale - decoded.y,
+                            (window.x + target.x) * scale - decoded.x, target.height * scale,
+                            target.width * scale, out_height, out_width, antialias);
     const detail::RowPlan plan = row_plan(decoded, layout, scale_num, &sink);
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();

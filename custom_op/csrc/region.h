@@ -21,6 +21,16 @@ struct Window {
   int64_t width = 0;
 };
 
+// A box with fractional edges inside a Window, relative to its top-left
+// corner, in pixels of the full-size image: the part of the image that a
+// rectangle of a whole image's resize covers.
+struct BoxInWindow {
+  double y = 0.0;
+  double x = 0.0;
+  double height = 0.0;
+  double width = 0.0;
+};
+
 // Whether `w` is non-empty and lies inside a height x width image.
 inline bool window_fits(const Window& w, int64_t height, int64_t width) {
   return w.y >= 0 && w.x >= 0 && w.height >= 1 && w.width >= 1 && w.y < height && w.x < width &&
