@@ -255,10 +255,10 @@ def test_folders_are_never_wider_than_their_source_while_written(tmp_path: pathl
     seen = {}
     real_finish = folders.finish
 
-    def look_then_finish(below, also_flush):
+    def look_then_finish(below, also_flush, flush):
         seen.update({folder.path: stat.S_IMODE(os.stat(folder.path).st_mode)
                      for folder in below})
-        real_finish(below, also_flush)
+        real_finish(below, also_flush, flush)
 
     try:
         with pytest.MonkeyPatch.context() as patch:
@@ -438,3 +438,15 @@ def test_outputs_are_flushed_before_their_rename_and_folders_after(
     flushed_after = {inode for kind, inode in events[renames[-1]:] if kind == "fsync"}
     for folder in (dst, dst / "d", dst.parent):
         assert folder.stat().st_ino in flushed_after, folder
+
+
+def test_no_fsync_skips_every_flush(tmp_path: pathlib.Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _small_tree(src)
+    calls = []
+    monkeypatch.setattr(os, "fsync", calls.append)
+    assert main([str(src), str(dst), "--no-fsync", "--quiet", "--workers", "1"]) == 0
+    assert calls == []
+    monkeypatch.undo()
+    assert prepare_tree(src, dst, workers=1, progress=False).already_done == 5

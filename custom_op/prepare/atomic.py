@@ -40,6 +40,17 @@ _IDENTITY_FORMAT = "1 size={} mtime_ns={} inode={}"
 _NO_ATTRIBUTES = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 _HAS_ATTRIBUTES = hasattr(os, "setxattr")
 
+# Whether outputs are flushed to disk before their rename (prepare_tree's ``fsync``), set in
+# each process by the work function before each task (tree.handle_task).
+_flush = True
+
+
+def set_flush(enabled: bool) -> None:
+    """Turns the fsync of each output before its rename on or off, in this process."""
+    global _flush
+    _flush = enabled
+
+
 # Temporary names: the process id and a counter, unique within a run (one process writes one
 # temporary at a time, and the run holds DST's lock, so no other run writes there).
 _counter = itertools.count()
@@ -92,7 +103,8 @@ def _finish(temporary: str, task: Task) -> None:
         _record_identity(descriptor, task)
         os.utime(descriptor, ns=task.times_ns)
         os.chmod(descriptor, task.mode)
-        os.fsync(descriptor)
+        if _flush:
+            os.fsync(descriptor)
     finally:
         os.close(descriptor)
 

@@ -70,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true",
                         help="rewrite outputs that are already up to date (made from their "
                              "source as it is now)")
+    parser.add_argument("--no-fsync", dest="fsync", action="store_false",
+                        help="do not flush each output to disk before its rename (faster where "
+                             "fsync is slow; after a power cut during such a run, rerun it "
+                             "with --force)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (the summary is still printed)")
     return parser
@@ -94,7 +98,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         summary = prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
                                force=args.force, progress=False if args.quiet else None,
-                               max_memory=args.max_memory)
+                               max_memory=args.max_memory, fsync=args.fsync)
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -55,14 +55,15 @@ def make_writable(folders: list[Folder]) -> None:
         os.chmod(folder.path, mode)  # also past the umask, which mkdir applies
 
 
-def finish(folders: list[Folder], also_flush: list[str]) -> None:
-    """Gives every folder its exact mode and times, deepest first, and flushes it and
-    ``also_flush`` (DST, when it existed before the run) to disk."""
+def finish(folders: list[Folder], also_flush: list[str], flush: bool = True) -> None:
+    """Gives every folder its exact mode and times, deepest first, and, when ``flush``,
+    flushes it and the folders ``also_flush`` (DST's parent) to disk."""
     for folder in sorted(folders, key=lambda folder: folder.path, reverse=True):
-        _flush(folder.path)  # before a read-only mode could stop the open
+        if flush:
+            _flush(folder.path)  # before a read-only mode could stop the open
         os.utime(folder.path, ns=folder.times_ns)
         os.chmod(folder.path, folder.mode)
-    for path in also_flush:
+    for path in also_flush if flush else []:
         _flush(path)
 
 

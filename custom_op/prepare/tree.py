@@ -16,7 +16,7 @@ import time
 from typing import Optional
 
 from .._decode import DEFAULT_MAX_MEMORY, _as_limit
-from . import folders, pool, walk
+from . import atomic, folders, pool, walk
 from .files import handle_file
 from .items import Outcome, Task
 from .progress import Progress
@@ -25,8 +25,10 @@ from .summary import Summary
 from .workspace import Workspace
 
 
-def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> list[Outcome]:
+def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
+                fsync: bool = True) -> list[Outcome]:
     """What a worker does with one Task: a shard as a whole, or a plain file."""
+    atomic.set_flush(fsync)
     if task.is_shard:
         return handle_shard(task, verify, max_memory)
     return [handle_file(task, verify, max_memory)]
@@ -35,7 +37,7 @@ def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) 
 def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
                  verify: bool = False, force: bool = False,
                  progress: Optional[bool] = None,
-                 max_memory: int = DEFAULT_MAX_MEMORY) -> Summary:
+                 max_memory: int = DEFAULT_MAX_MEMORY, fsync: bool = True) -> Summary:
     """Prepares every JPEG under ``src`` for seeking into the same relative path under ``dst``.
 
     JPEGs (by content) are rewritten by :func:`custom_op.prepare_jpeg`, with
@@ -74,6 +76,11 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
             about 2 bytes per pixel and component, plus the file. A JPEG
             that needs more is copied unchanged and listed in
             ``Summary.copied`` under a reason that names the bytes it needs.
+        fsync: Flush each output to disk before its rename, and every folder
+            at the end, so that a power cut never leaves a partial file under
+            a final name and a finished run is on disk. False skips the
+            flushes (faster on disks where fsync is slow); after a power cut
+            during such a run, rerun it with ``force``.
 
     Returns:
         A :class:`Summary`; ``summary.report()`` is its text and
@@ -102,7 +109,7 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         raise ValueError(f"prepare_tree(): workers must be an int >= 1, got {workers!r}")
     max_memory = _as_limit("prepare_tree", "max_memory", max_memory)
     # A partial of a module-level function pickles by name, so it reaches the workers.
-    work = functools.partial(handle_task, max_memory=max_memory)
+    work = functools.partial(handle_task, max_memory=max_memory, fsync=fsync)
     source, destination = walk.check_folders(src, dst)
     # DST itself gets SRC's mode and times, as `rsync -a SRC/ DST/` gives them.
     root = folders.source_folder(source, destination, "")
@@ -112,16 +119,16 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     summary = Summary(source, destination)
     with Workspace(destination) as space:
         summary.stale_removed = space.stale_removed
-        _run(source, destination, work, verify, force, workers, progress, summary)
+        _run(source, destination, work, verify, force, workers, progress, summary, fsync)
     # The private folder is gone (workspace.py); now DST can get its final mode and times.
-    folders.finish([root], also_flush=[os.path.dirname(destination)])
+    folders.finish([root], also_flush=[os.path.dirname(destination)], flush=fsync)
     summary.sort()
     summary.elapsed_seconds = time.perf_counter() - start
     return summary
 
 
 def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bool,
-         workers: int, progress: Optional[bool], summary: Summary) -> None:
+         workers: int, progress: Optional[bool], summary: Summary, fsync: bool) -> None:
     """Plans, makes the folders, runs the work and finishes the folders; DST is locked."""
     relatives: list[str] = []
     tasks = walk.plan(source, destination, force, summary, relatives)
@@ -148,4 +155,4 @@ def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bo
             pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
     finally:
         bar.close()
-    folders.finish(below, also_flush=[])
+    folders.finish(below, also_flush=[], flush=fsync)
