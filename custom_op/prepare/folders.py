@@ -11,7 +11,8 @@ renames of the outputs durable, so that once the summary is printed a power
 cut loses nothing (atomic.py flushed each output before its rename). The
 next run gives the owner's bits back before it writes.
 
-DST itself gets SRC's mode and times, as ``rsync -a SRC/ DST/`` gives them.
+DST itself gets SRC's mode and times, as ``rsync -a SRC/ DST/`` gives them,
+unless it belongs to another user.
 """
 
 from __future__ import annotations
@@ -61,8 +62,11 @@ def finish(folders: list[Folder], also_flush: list[str], flush: bool = True) -> 
     for folder in sorted(folders, key=lambda folder: folder.path, reverse=True):
         if flush:
             _flush(folder.path)  # before a read-only mode could stop the open
-        os.utime(folder.path, ns=folder.times_ns)
-        os.chmod(folder.path, folder.mode)
+        # A DST that belongs to another user (a shared, group-writable folder) keeps its own
+        # mode and times, as cp -p leaves what it may not change.
+        with contextlib.suppress(PermissionError):
+            os.utime(folder.path, ns=folder.times_ns)
+            os.chmod(folder.path, folder.mode)
     for path in also_flush if flush else []:
         _flush(path)
 

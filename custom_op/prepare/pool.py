@@ -212,7 +212,8 @@ def _start(process: multiprocessing.process.BaseProcess) -> None:
 
 def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: int,
              record: Callable[[list[Outcome]], None]) -> None:
-    """Runs ``work`` over every chunk in ``workers`` processes; ``record`` gets each task's outcomes.
+    """Runs ``work`` over every chunk in ``workers`` processes; ``record`` gets each task's
+    outcomes.
 
     A worker's death is recorded as an ERROR outcome of the task it was on,
     and the run goes on with a new worker.
@@ -241,26 +242,14 @@ def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: in
                 [worker.connection for worker in busy]
                 + [worker.process.sentinel for worker in busy]))
             for worker in busy:
-                if worker.process.sentinel in ready or worker.connection in ready:
-                    try:
-                        worker.receive(record)
-                        if worker.process.sentinel not in ready:
-                            continue
-                    except EOFError:
-                        pass  # the pipe closed: the process is gone or going
-                    worker.process.join()
-                    lost, rest = worker.take_back()
-                    if lost is not None:
-                        record([Outcome(lost.relative, ERROR,
-                                        death_reason(worker.process.exitcode), lost.size)])
+                if not _alive_after_reading(worker, ready, record):
+                    returned.extendleft(reversed(_bury(worker, record)))
                     deaths_before_work = 0 if worker.worked else deaths_before_work + 1
                     if deaths_before_work >= _MAX_DEATHS_BEFORE_WORK:
                         raise RuntimeError(
                             f"{deaths_before_work} worker processes in a row died before "
                             f"starting any work (the last: "
                             f"{death_reason(worker.process.exitcode)})")
-                    returned.extendleft(reversed(rest))
-                    worker.connection.close()
                     crew[crew.index(worker)] = _Worker(context, work, verify, stop_event)
     finally:
         # Normally every chunk is done by now. After Ctrl-C, the chunks not yet started are
@@ -270,6 +259,28 @@ def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: in
         for worker in crew:
             if not worker.connection.closed:
                 worker.stop()
+
+
+def _alive_after_reading(worker: _Worker, ready: set,
+                         record: Callable[[list[Outcome]], None]) -> bool:
+    """Records what ``worker`` sent, if ``wait`` said so; False when it has died."""
+    if worker.process.sentinel not in ready and worker.connection not in ready:
+        return True
+    try:
+        worker.receive(record)
+    except EOFError:
+        return False  # the pipe closed: the process is gone or going
+    return worker.process.sentinel not in ready
+
+
+def _bury(worker: _Worker, record: Callable[[list[Outcome]], None]) -> list[list[Task]]:
+    """After a worker's death: fails the task it was on; the chunks it had not started."""
+    worker.process.join()
+    worker.connection.close()
+    lost, rest = worker.take_back()
+    if lost is not None:
+        record([Outcome(lost.relative, ERROR, death_reason(worker.process.exitcode), lost.size)])
+    return rest
 
 
 def run_inline(chunks: Iterator[list[Task]], work: Work, verify: bool,
