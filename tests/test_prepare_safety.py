@@ -25,7 +25,6 @@ import sys
 import textwrap
 import time
 
-import numpy as np
 import pytest
 
 import custom_op
