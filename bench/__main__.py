@@ -20,6 +20,8 @@ it runs and how it times it):
   prepared        files prepared with restart markers: crops, full decodes, the cost of preparing
   classification  training input pipelines, DataLoader, 500x375: the usual recipes against custom_op's
   detection       a COCO-style detection pipeline, 800x533: RandomIoUCrop with boxes
+  timm            timm's train transform, DataLoader, 500x375: ImageFolder against JpegFolder
+  huggingface     a Hub-style parquet dataset through datasets: Image() (Pillow) against custom_op
 
 Every part runs once per kind of image (``--images``: generated, real or
 both). Prints the machine and one table per part and kind, writes
@@ -38,12 +40,13 @@ import traceback
 
 from bench import images, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, imagenet_bench, operator_bench,
-                   pipeline_bench, prepared_bench)
+                   huggingface_bench, pipeline_bench, prepared_bench, timm_bench)
 
 #: The parts, in the order "all" runs them: each module has add_arguments(parser),
 #: run(args, source) and format_table(result).
 PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": imagenet_bench,
-         "prepared": prepared_bench, "classification": classification_bench, "detection": detection_bench}
+         "prepared": prepared_bench, "classification": classification_bench, "detection": detection_bench,
+         "timm": timm_bench, "huggingface": huggingface_bench}
 #: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.
 CORPUS_PARTS = ("operator", "pipeline")
 COMMANDS = ("all", *PARTS, "chart", "tables")

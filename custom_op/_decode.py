@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from . import _ops
 from ._loader import native as _C
 
 #: What ``data`` may be: the encoded file's bytes.
@@ -191,7 +192,9 @@ def decode_and_crop_jpeg(
         max_pixels: Images with more pixels than this (by their header) raise
             JpegDecodeError before anything large is allocated.
         max_scans: Progressive files with more scans than this raise
-            JpegDecodeError.
+            JpegDecodeError. A scan counts once per 2 megapixels it decodes
+            in full, so a large image's scans count more (the message names
+            the value that accepts the file); see docs/design.md, Limits.
         max_memory: Bytes of working memory the decode may use (libjpeg's
             buffers and custom_op's, not the result). Progressive and
             multi-scan files need libjpeg's whole-image coefficient buffer,
@@ -248,17 +251,21 @@ def decode_and_crop_jpeg(
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
-    return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
-                                   _as_limit(name, "max_pixels", max_pixels),
-                                   _as_limit(name, "max_scans", max_scans), seek,
-                                   contiguous=contiguous,
-                                   max_memory=_as_limit(name, "max_memory", max_memory))
+    limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
+    memory = _as_limit(name, "max_memory", max_memory)
+    if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
+        return _ops.crop()(encoded, y, x, height, width, mode_code, strict, *limits, seek,
+                           contiguous, memory)
+    return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
+                                   seek, contiguous=contiguous, max_memory=memory)
 
 
 def libjpeg_version() -> str:
-    """The libjpeg-turbo version custom_op was compiled against, e.g. ``"2.1.5"``.
+    """The libjpeg-turbo version custom_op runs with, e.g. ``"2.1.5"``.
 
-    Include it in bug reports.
+    Read from the loaded library's file (its "libjpeg-turbo version" text);
+    when that file does not say, the version of the headers custom_op was
+    compiled against. Include it in bug reports.
     """
     return _C.libjpeg_version()
 
@@ -351,14 +358,19 @@ def decode_and_resized_crop_jpeg(
     name = "decode_and_resized_crop_jpeg"
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
-    out_size = _as_size(name, size)
+    out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
+    scale_num = choose_scale(height, width, (out_height, out_width))
+    limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
+    memory = _as_limit(name, "max_memory", max_memory)
+    if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
+        return _ops.resized_crop()(encoded, y, x, height, width, out_height, out_width, scale_num,
+                                   antialias, mode_code, strict, *limits, seek, contiguous,
+                                   memory)
     return _C.decode_and_resized_crop_jpeg(
-        encoded, y, x, height, width, out_size[0], out_size[1], choose_scale(height, width, out_size),
-        antialias, mode_code, strict, _as_limit(name, "max_pixels", max_pixels),
-        _as_limit(name, "max_scans", max_scans), seek, contiguous=contiguous,
-        max_memory=_as_limit(name, "max_memory", max_memory))
+        encoded, y, x, height, width, out_height, out_width, scale_num, antialias, mode_code,
+        strict, *limits, seek, contiguous=contiguous, max_memory=memory)
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:

@@ -92,15 +92,58 @@ def _byte_tensor(data: JpegData) -> torch.Tensor:
 
 
 #: Tensor operations that treat an EncodedJpeg as the bytes it is: copies, moves, pickling,
-#: metadata and reads. Anything else (reshape, arithmetic, float conversion) would compute on
-#: the encoded bytes as if they were pixels, so it raises instead; see __torch_function__.
+#: metadata and reads; also (not listed) every property but .shape and .ndim. Anything else
+#: (reshape, arithmetic, float conversion) would compute on the encoded bytes as if they were
+#: pixels, so it raises instead; see __torch_function__.
 _BYTE_OPERATIONS = frozenset({
-    "__reduce_ex__", "__setstate__", "__deepcopy__", "__get__", "__len__", "__getitem__",
+    "__reduce_ex__", "__setstate__", "__deepcopy__", "__getitem__",
     "__repr__", "__format__", "clone", "to", "cpu", "detach", "detach_", "requires_grad_",
-    "pin_memory", "is_pinned", "share_memory_", "is_shared", "numel", "dim", "size", "stride",
+    "pin_memory", "is_pinned", "share_memory_", "is_shared", "stride",
     "storage_offset", "is_contiguous", "contiguous", "data_ptr", "numpy", "tolist",
     "element_size", "untyped_storage", "_typed_storage", "storage", "equal",
 })
+
+
+#: What asks an image tensor for its size. An EncodedJpeg would answer with its byte count (its
+#: tensor is the 1-D file), which third-party code reads as a 1-D image and fails far from here,
+#: or worse, goes on; so each of these raises at once (see __torch_function__). Properties reach
+#: __torch_function__ as their getter, named by the descriptor it belongs to.
+_SIZE_QUERIES = frozenset({"shape", "ndim", "size", "dim", "__len__", "numel"})
+
+
+def _operation_name(func: Any) -> str:
+    """The name of what ``func`` does: a method's name, or a property's for its getter."""
+    name = getattr(func, "__name__", "")
+    if name == "__get__":
+        return getattr(getattr(func, "__self__", None), "__name__", name)
+    return name
+
+
+def _refusal(name: str) -> TypeError:
+    """The TypeError for using an EncodedJpeg as a tensor of pixels in ``name``."""
+    if _dynamo_is_tracing():  # Dynamo probes its inputs (_is_view, size, ...): say what matters
+        return TypeError("torch.compile cannot take an EncodedJpeg (it holds a JPEG's encoded "
+                         "bytes, not pixels, and its decode happens outside a graph): decode it "
+                         "before the compiled function, or pass its bytes as a plain uint8 tensor "
+                         "(.as_subclass(torch.Tensor)) to custom_op.decode_and_crop_jpeg or "
+                         "decode_and_resized_crop_jpeg inside it")
+    if name in _SIZE_QUERIES:
+        what = {"shape": ".shape", "ndim": ".ndim", "__len__": "len()"}.get(name, f"{name}()")
+        return TypeError(f"{what} cannot run on an EncodedJpeg: it holds a JPEG's encoded "
+                         "bytes, not pixels. Decode it first (a crop or resize of torchvision's "
+                         "v2 transforms, custom_op.transforms.DecodeJPEG(), or .decode()). The "
+                         "image's size without decoding: .canvas_size, .num_channels or "
+                         "torchvision's F.get_dimensions(); the file's: .nbytes")
+    return TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
+                     "bytes, not pixels. Decode it first: a crop or resize of torchvision's v2 "
+                     "transforms, custom_op.transforms.DecodeJPEG(), or .decode()")
+
+
+def _dynamo_is_tracing() -> bool:
+    """True while torch.compile's Dynamo traces a frame (it probes its inputs' tensors then)."""
+    from torch._guards import TracingContext  # private: only consulted on the way to an error
+
+    return TracingContext.try_get() is not None
 
 
 def _channels_of(mode: str, stored_channels: int) -> int:
@@ -140,8 +183,12 @@ class EncodedJpeg(tv_tensors.Image):
       sample are transformed by torchvision as for the decoded image.
 
     It pickles (to DataLoader workers, by either start method) with its
-    options. ``.shape`` is the byte count, ``[N]``: ask ``canvas_size`` or
-    ``torchvision.transforms.v2.functional.get_size`` for the image's size.
+    options. It is not a tensor of pixels: ``.shape``, ``.ndim``, ``size()``,
+    ``dim()``, ``len()``, ``numel()`` and every computation on it raise
+    TypeError, saying to decode first (docs/torchvision.md says why). The
+    image's size without decoding: ``canvas_size``, ``num_channels``,
+    ``torchvision.transforms.v2.functional.get_dimensions``; the file's:
+    ``nbytes``.
 
     Args:
         data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
@@ -249,13 +296,29 @@ class EncodedJpeg(tv_tensors.Image):
         # A transform that computes on the tensor directly instead of through a v2 functional
         # (AugMix, ToPILImage) would otherwise treat the encoded bytes as a one-row image and
         # return garbage that looks valid. Refusing is the only way to never give wrong pixels.
-        name = getattr(func, "__name__", "")
-        if name not in _BYTE_OPERATIONS:
-            raise TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
-                            "bytes, not pixels. Decode it first: a crop or resize of "
-                            "torchvision's v2 transforms, custom_op.transforms.DecodeJPEG(), or "
-                            ".decode()")
+        # Code that reads .shape (or size(), dim(), len()) to learn the image's size would get
+        # the byte count; that raises too. torch's own code inside the operations allowed here
+        # (pickling, copies) runs with __torch_function__ off, so it still sees the bytes.
+        name = _operation_name(func)
+        is_property = getattr(func, "__name__", "") == "__get__"
+        if name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
+            raise _refusal(name)
         return super().__torch_function__(func, types, args, kwargs)
+
+    # tv_tensors.TVTensor answers .shape and .ndim itself, without __torch_function__, so they
+    # need properties of their own to be refused like size() and dim(). torch's own code that
+    # runs inside an allowed operation (torch function handling off) still gets the bytes' shape.
+    @property
+    def shape(self) -> torch.Size:  # type: ignore[override]
+        if torch._C._is_torch_function_enabled():
+            raise _refusal("shape")
+        return self.as_subclass(torch.Tensor).shape
+
+    @property
+    def ndim(self) -> int:  # type: ignore[override]
+        if torch._C._is_torch_function_enabled():
+            raise _refusal("ndim")
+        return self.as_subclass(torch.Tensor).ndim
 
     @classmethod
     def _wrap_output(cls, output: Any, args: Sequence[Any] = (),
@@ -297,7 +360,7 @@ class EncodedJpeg(tv_tensors.Image):
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         source = "" if self.source is None else f"source={self.source!r}, "
-        return (f"EncodedJpeg({source}nbytes={self.numel()}, canvas_size={self.canvas_size}, "
+        return (f"EncodedJpeg({source}nbytes={self.nbytes}, canvas_size={self.canvas_size}, "
                 f"num_channels={self.num_channels}, options={self.options})")
 
 

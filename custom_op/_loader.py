@@ -117,6 +117,11 @@ def load_module(path: Path, key: str) -> ModuleType:
                           f"{getattr(module, 'build_key', None)!r}, expected {key!r} (this is a "
                           "bug in custom_op)")
     sys.modules[MODULE_NAME] = module
+    # Loading defined the registered operators (torch.ops.custom_op.*); torch.compile needs
+    # their fake kernels, which torch accepts only now that the operators exist.
+    from . import _ops
+
+    _ops.register_fake_kernels()
     return module
 
 

@@ -54,7 +54,8 @@ def prepare_jpeg(data: JpegData, *, max_pixels: int = DEFAULT_MAX_PIXELS,
     divides the MCUs per row, and segments are about 64 pixels wide and a few
     hundred bytes long) and Huffman tables optimised for the image, which
     usually save more than the markers cost. Progressive and arithmetic-coded
-    inputs become baseline too. Metadata (Exif, ICC profile, comments) is kept.
+    inputs become baseline too. Metadata (Exif, ICC profile, comments) is kept;
+    a file with anything after its end-of-image marker is refused.
 
     :func:`decode_and_crop_jpeg` and the resized and batched variants then
     decode only the segments that cover the window (see :func:`seekable`).
@@ -82,7 +83,10 @@ def prepare_jpeg(data: JpegData, *, max_pixels: int = DEFAULT_MAX_PIXELS,
             or it is not an 8-bit JPEG, or it exceeds a limit, or it is a
             progressive file whose scans stop before every coefficient is
             complete (libjpeg smooths such blocks when decoding; a baseline
-            copy would not, so its pixels would differ).
+            copy would not, so its pixels would differ), or bytes follow its
+            end-of-image marker (a second image, a gain map, a motion
+            photo: the copy would lose them, and appending them would break
+            the offsets that point into them).
         MemoryError: an allocation failed; the file was not judged, so it
             must not be reported as refused.
         RuntimeError: an internal failure (a bug in custom_op or below).

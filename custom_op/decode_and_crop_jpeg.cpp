@@ -1,10 +1,16 @@
-// The pybind11 binding of custom_op: validates what Python hands over, reads
-// the header, allocates the output tensor, runs the torch-free core
+// The binding of custom_op: validates what Python hands over, reads the
+// header, allocates the output tensor, runs the torch-free core
 // (csrc/jpeg_decoder.h) with the GIL released, and turns a failed Status into
 // a Python exception. Argument parsing with friendly messages happens first in
-// custom_op/_decode.py; the checks here keep direct calls of _C safe. The
-// binding's own parts live in binding/: the borrowed input bytes, the
-// mapping of failures to Python exceptions, the batch's threads.
+// custom_op/_decode.py; the checks here keep direct calls safe. The binding's
+// own parts live in binding/: the borrowed input bytes, the mapping of
+// failures to Python exceptions, the batch's threads.
+//
+// Two front doors share the same code: the single-image decodes of a tensor
+// are PyTorch operators (TORCH_LIBRARY, torch.ops.custom_op.*), so that
+// torch.compile traces them, with fake kernels in custom_op/_ops.py; pybind11
+// serves what an operator schema cannot take (buffers such as bytes, the
+// batch's sequence of mixed inputs, prepare's bytes result).
 //
 // Only the few torch headers needed are included: torch/extension.h doubles
 // the compile time that every training job pays on a cold cache.
@@ -13,6 +19,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/upsample_bilinear2d.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/library.h>
 
 #include <algorithm>
 #include <optional>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "binding/encoded_bytes.h"
+#include "binding/loaded_libjpeg.h"
 #include "binding/python_errors.h"
 #include "binding/thread_pool.h"
 #include "csrc/jpeg_decoder.h"
@@ -285,7 +293,7 @@ at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::
   at::Tensor out;
   custom_op::Status status;
   {
-    py::gil_scoped_release no_gil;
+    const GilReleased no_gil;
     status = decode_one(bytes, options, color_mode, pixel_order(contiguous), window, resize,
                         /*into=*/at::Tensor(), &out);
   }
@@ -414,28 +422,69 @@ void def_single_image_functions(py::module_& m) {
         py::arg("max_memory") = custom_op::Limits{}.max_memory);
 }
 
+// The registered operators' kernels: the same decodes as the pybind11
+// functions of a tensor, in the order of the schemas in TORCH_LIBRARY below.
+// BorrowedBytes checks the data tensor and holds its storage.
+at::Tensor crop_operator(const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w,
+                         int64_t mode, bool strict, int64_t max_pixels, int64_t max_scans,
+                         bool seek, bool contiguous, int64_t max_memory) {
+  const BorrowedBytes bytes(data);
+  return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
+                       make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                       /*resize=*/nullptr, contiguous);
+}
+
+at::Tensor resized_crop_operator(const at::Tensor& data, int64_t y, int64_t x, int64_t h,
+                                 int64_t w, int64_t out_height, int64_t out_width,
+                                 int64_t scale_num, bool antialias, int64_t mode, bool strict,
+                                 int64_t max_pixels, int64_t max_scans, bool seek,
+                                 bool contiguous, int64_t max_memory) {
+  const BorrowedBytes bytes(data);
+  const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
+  return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
+                       make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                       &request, contiguous);
+}
+
 }  // namespace
+
+// The window and output sizes are SymInts, so that torch.compile keeps them
+// symbolic (one graph for every random window) instead of recompiling per
+// value; the kernels see them as plain ints. `mode`, the flags and limits
+// are ints and bools, constant per call site.
+TORCH_LIBRARY(custom_op, m) {
+  // The fake kernels, which give torch.compile the output's shape and strides
+  // without decoding, are registered from Python by this module.
+  m.set_python_module("custom_op._ops");
+  m.def(
+      "decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
+      "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
+      "bool contiguous, int max_memory) -> Tensor");
+  m.def(
+      "decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
+      "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
+      "int scale_num, bool antialias, int mode, bool strict, int max_pixels, int max_scans, "
+      "bool seek, bool contiguous, int max_memory) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
+  m.impl("decode_and_crop_jpeg", &crop_operator);
+  m.impl("decode_and_resized_crop_jpeg", &resized_crop_operator);
+}
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "custom_op's native core; use the functions of the custom_op package instead.";
   // Bad data raises the Python class defined in custom_op/_errors.py, so that
   // it pickles by a stable name across DataLoader worker processes.
-  // The handle is leaked on purpose: a static py::object would be destroyed
-  // after the interpreter finalised, decrementing a reference it no longer
-  // owns. The class lives as long as its module anyway.
-  static const py::handle error_class =
-      py::object(py::module_::import("custom_op._errors").attr("JpegDecodeError")).release();
-  py::register_exception_translator([](std::exception_ptr thrown) {
-    try {
-      if (thrown) {
-        std::rethrow_exception(thrown);
-      }
-    } catch (const JpegDecodeError& e) {
-      PyErr_SetString(error_class.ptr(), e.what());
-    }
-  });
+  jpeg_decode_error_class =
+      py::object(py::module_::import("custom_op._errors").attr("JpegDecodeError")).release().ptr();
 
-  m.def("libjpeg_version", &custom_op::libjpeg_turbo_version);
+  // The library loaded, when its file tells; else the headers' version.
+  m.def("libjpeg_version", [] {
+    const std::string& loaded = custom_op::binding::loaded_libjpeg_version();
+    return loaded.empty() ? std::string(custom_op::libjpeg_turbo_version()) : loaded;
+  });
+  m.def("libjpeg_crop_width_fault", &custom_op::libjpeg_crop_width_fault);
   m.attr("build_key") = CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY);
 
   // Tensors first: pybind11 tries overloads in order, and a tensor does not

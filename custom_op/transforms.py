@@ -16,6 +16,9 @@ This module adds:
   bytearray, memoryview, numpy array) and decode with their own options
   (``mode``, ``strict``, ``seek``, ``exact``, ``contiguous``,
   ``max_pixels``, ``max_scans``, ``max_memory``). Their output never holds an undecoded JPEG.
+- ``ComposeJPEG``: timm's ``create_transform`` pipelines and torchvision v1
+  ``Compose``s (written for PIL images) on encoded JPEGs, their first crop or
+  resize decoding only its window (custom_op/_compose_jpeg.py, docs/timm.md).
 - ``DecodeJPEG``: decodes, in full, any EncodedJpeg still in a sample (a
   pipeline whose crop left the image alone, e.g. RandomIoUCrop's "keep"
   option, or no crop at all).
@@ -41,9 +44,10 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+from ._compose_jpeg import ComposeJPEG
 from ._encoded_jpeg import DecodeOptions, EncodedJpeg
 
-__all__ = ["CenterCropJPEG", "DecodeJPEG", "NormalizeBatch", "RandomCropJPEG",
+__all__ = ["CenterCropJPEG", "ComposeJPEG", "DecodeJPEG", "NormalizeBatch", "RandomCropJPEG",
            "RandomResizedCropJPEG", "ResizeJPEG", "decode_remaining"]
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
@@ -313,7 +317,11 @@ class NormalizeBatch(torch.nn.Module):
         if batch.dim() not in (3, 4):
             raise ValueError(f"NormalizeBatch: expected [N, C, H, W] or [C, H, W], got shape "
                              f"{tuple(batch.shape)}")
-        scaled = F.to_dtype(batch.as_subclass(torch.Tensor), self.dtype, scale=True)
+        # A tv_tensors.Image batch gives a plain result, as a plain batch does. Plain batches
+        # skip as_subclass, which Dynamo cannot trace: that keeps fullgraph compiles working.
+        if type(batch) is not torch.Tensor:
+            batch = batch.as_subclass(torch.Tensor)
+        scaled = F.to_dtype(batch, self.dtype, scale=True)
         return F.normalize(scaled, self.mean, self.std, inplace=True)
 
     def extra_repr(self) -> str:

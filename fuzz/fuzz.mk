@@ -9,6 +9,10 @@
 #   make fuzz-replay run the fuzzer over fuzz/regressions/ without fuzzing
 #   make sanitize    build fuzz/core_test.cc with ASan+UBSan and run it over
 #                    the seed corpus and fuzz/regressions/
+#   make valgrind    build fuzz/core_test.cc without sanitizers and run it
+#                    under valgrind over the sampling-factor seeds (samp-*):
+#                    memcheck sees the reads of memory libjpeg never wrote,
+#                    which ASan cannot (libjpeg is not instrumented)
 #   make fuzz-coverage  line coverage of the core by the seed and fuzzer
 #                    corpora (llvm-cov; HTML in fuzz/out/coverage/)
 #
@@ -39,6 +43,7 @@ FUZZ_CORPUS := $(FUZZ_OUT)/corpus
 FUZZ_REGRESSIONS := fuzz/regressions
 FUZZ_BIN := $(FUZZ_OUT)/decode_fuzzer
 CORE_TEST_BIN := $(FUZZ_OUT)/core_test
+CORE_TEST_PLAIN_BIN := $(FUZZ_OUT)/core_test_plain
 CORE_HEADERS := $(wildcard custom_op/csrc/*.h)
 
 SANITIZER_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
@@ -55,7 +60,8 @@ LLVM_PROFDATA ?= llvm-profdata
 LLVM_COV ?= llvm-cov
 COVERAGE_BIN := $(FUZZ_OUT)/decode_fuzzer_coverage
 
-.PHONY: fuzz-tools fuzz fuzz-short fuzz-replay sanitize fuzz-corpus fuzz-coverage
+.PHONY: fuzz-tools fuzz fuzz-short fuzz-replay sanitize fuzz-corpus fuzz-coverage \
+  valgrind-tools valgrind
 
 fuzz-tools:
 	@if command -v clang++ >/dev/null 2>&1 && \
@@ -79,6 +85,11 @@ $(FUZZ_BIN): fuzz/decode_fuzzer.cc $(CORE_HEADERS) | fuzz-tools
 $(CORE_TEST_BIN): fuzz/core_test.cc $(CORE_HEADERS)
 	@mkdir -p $(FUZZ_OUT)
 	$(SANITIZE_CXX) -std=c++17 -Wall -Wextra $(SANITIZER_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
+
+# The same test without sanitizers, for valgrind (which cannot run ASan's).
+$(CORE_TEST_PLAIN_BIN): fuzz/core_test.cc $(CORE_HEADERS)
+	@mkdir -p $(FUZZ_OUT)
+	$(CXX) -std=c++17 -Wall -Wextra -g -O1 -Icustom_op/csrc $< -o $@ -ljpeg
 
 # The seed corpus is generated, not committed; a stamp marks a complete one.
 $(FUZZ_SEEDS)/.done: fuzz/make_corpus.py | $(DEPS_STAMP)
@@ -120,3 +131,27 @@ fuzz-coverage: $(FUZZ_SEEDS)/.done | fuzz-tools
 	  -output-dir=$(FUZZ_OUT)/coverage $(CORE_HEADERS)
 	$(LLVM_COV) report $(COVERAGE_BIN) -instr-profile=$(FUZZ_OUT)/coverage.profdata \
 	  $(CORE_HEADERS)
+
+valgrind-tools:
+	@if command -v valgrind >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing valgrind with apt-get"; \
+	  apt-get update -qq && apt-get install -y -qq valgrind; \
+	else \
+	  echo "valgrind is missing. Install it:"; \
+	  echo "  Debian, Ubuntu: sudo apt-get install valgrind"; \
+	  echo "  Fedora:         sudo dnf install valgrind"; \
+	  exit 1; \
+	fi
+
+# Uninitialised reads inside libjpeg (a faulty jpeg_crop_scanline leaves
+# rows half upsampled) reach our resampler as values; memcheck reports the
+# first branch on them. Only the sampling-factor seeds: under valgrind the
+# whole corpus would take many minutes. libjpeg-turbo's SIMD code runs off:
+# its h2v1 upsampler reads a vector past a cropped row's end and memcheck,
+# which tracks definedness per lane only roughly, then flags the last pixel
+# (which equals the plain C code's bit for bit: core_test compares it with a
+# decode of every column). JSIMD_FORCENONE selects libjpeg's C code.
+valgrind: $(CORE_TEST_PLAIN_BIN) $(FUZZ_SEEDS)/.done | valgrind-tools
+	JSIMD_FORCENONE=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+	  --track-origins=yes --quiet ./$(CORE_TEST_PLAIN_BIN) $(FUZZ_SEEDS)/samp-*.jpg

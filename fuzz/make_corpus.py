@@ -51,6 +51,10 @@ _TRAILERS = {
 }
 
 
+# (h, v) of the luma, with chroma 1x1, whose MCU holds at most 10 blocks.
+SAMPLING_FACTOR_PAIRS = [(h, v) for h in range(1, 5) for v in range(1, 5) if h * v + 2 <= 10]
+
+
 def _pixels(height: int, width: int, channels: int, seed: int) -> np.ndarray:
     """Photo-like pixels: RGB, its first channel as gray, or RGB plus a K plane."""
     photo = synthetic.make_photo(height, width, seed)
@@ -105,12 +109,26 @@ def _recipes() -> list[tuple[str, int, int, int, dict]]:
             progressive=True, quality=90 if small else 40)
     add("size-411-q40", 257, 256, sampling="4:1:1", quality=40)
     add("size-440-q40", 256, 257, sampling="4:4:0", quality=40)
+    # Every luma sampling factor pair libjpeg accepts with 1x1 chroma (at most
+    # 10 blocks per MCU), baseline, and 4x2 and 2x4 (where libjpeg-turbo
+    # < 3.0.0 crops wrongly at reduced scales) also progressive. `make
+    # valgrind` runs the core test over these (samp-*).
+    for h, v in SAMPLING_FACTOR_PAIRS:
+        add(f"samp-{h}x{v}-q85", 40, 160, factors=(h, v), quality=85)
+    for h, v in ((4, 2), (2, 4)):
+        add(f"samp-{h}x{v}-prog-q85", 40, 160, factors=(h, v), progressive=True, quality=85)
     return recipes
 
 
 def _encode_small(name: str, pixels: np.ndarray, options: dict) -> bytes:
     """Encodes; a file over MAX_BYTES is an error, since its recipe would slow the fuzzer."""
-    data = jpegenc.encode(pixels, **options)
+    options = dict(options)
+    factors = options.pop("factors", None)
+    if factors is None:
+        data = jpegenc.encode(pixels, **options)
+    else:  # encode() names only the common samplings; its core takes any factors.
+        h, v = factors
+        data = jpegenc._call_encoder(pixels, "rgb", "ycbcr", [h, 1, 1], [v, 1, 1], **options)
     if len(data) > MAX_BYTES:
         raise SystemExit(f"make_corpus: {name} is {len(data)} bytes, more than {MAX_BYTES}; "
                          "lower its quality or size")

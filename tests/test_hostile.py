@@ -518,7 +518,8 @@ _HUGE_PROGRESSIVE = ("flat16384-strict", "patched16384-lenient")
 def test_huge_progressive_refused_by_max_memory_then_accepted(case: str) -> None:
     """Both 16384 x 16384 progressive cases: refused by default in under 50 ms
     with the process's peak RSS growing by less than 64 MiB, then decoded
-    when max_memory is raised to the value the message names."""
+    when max_memory is raised to the value the message names (and, for the
+    patched file, whose scans are seconds of work, max_scans too)."""
     out = _run_python(f"""
 import re, resource, time, torch, custom_op, test_hostile, jpegenc
 case = {case!r}
@@ -537,7 +538,19 @@ except custom_op.JpegDecodeError as error:
     seconds, message = time.perf_counter() - start, str(error)
 growth = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak
 needed = int(re.search(r"a max_memory of (\\d+) or more accepts it", message).group(1))
-crop = custom_op.decode_and_crop_jpeg(data, 100, 200, 64, 64, strict=strict, max_memory=needed)
+scans = {{}}
+if case.startswith("patched"):
+    # Its ten scans of a 72 x 104 photo each walk 6.3 million blocks (the
+    # data runs out and libjpeg goes on): seconds of work, which max_scans
+    # refuses in turn, naming the value that accepts them.
+    try:
+        custom_op.decode_and_crop_jpeg(data, 100, 200, 64, 64, strict=strict, max_memory=needed)
+        raise SystemExit("not refused by max_scans")
+    except custom_op.JpegDecodeError as error:
+        assert "more work than max_scans=256 allows" in str(error), str(error)
+    scans = {{"max_scans": 10**6}}
+crop = custom_op.decode_and_crop_jpeg(data, 100, 200, 64, 64, strict=strict, max_memory=needed,
+                                      **scans)
 assert crop.shape == (3, 64, 64), crop.shape
 print(seconds, growth, needed, repr(message))
 """)

@@ -22,6 +22,7 @@ from PIL import Image
 import custom_op
 from custom_op import _C
 from custom_op._restart_markers import prepare_jpeg_with_info
+from custom_op.prepare import layout
 from synthetic import make_photo
 from jpegenc import encode
 
@@ -182,19 +183,70 @@ def test_wrong_input_type_raises_type_error() -> None:
         custom_op.prepare_jpeg("not bytes")
 
 
-def test_a_colour_marker_between_the_scans_keeps_its_place_out_of_the_copy() -> None:
-    """A JFIF marker after the first scan must not reach the copy's header (fuzzer finding).
+def test_a_colour_marker_between_the_scans_is_refused() -> None:
+    """A JFIF marker after the first scan can go neither into the copy nor away (fuzzer finding).
 
     The file is RGB (Adobe marker, transform 0); libjpeg chose that at the
     header, before the JFIF marker between the scans. In the copy's header the
-    JFIF marker would make every decoder read the samples as YCbCr.
+    JFIF marker would make every decoder read the samples as YCbCr; it used to
+    be left out, which lost it (and --verify now compares metadata).
     """
     data = (pathlib.Path(__file__).resolve().parent.parent / "fuzz" / "regressions" /
             "late-jfif-marker-changes-colour-space.jpg").read_bytes()
+    with pytest.raises(custom_op.JpegDecodeError, match="a JFIF or Adobe marker after the first"):
+        custom_op.prepare_jpeg(data)
+
+
+def test_a_jfif_thumbnail_is_kept() -> None:
+    """The source's JFIF marker is copied as it is; libjpeg's own has no thumbnail."""
+    buffer = io.BytesIO()
+    Image.fromarray(make_photo(32, 48, 1)).save(buffer, format="JPEG")
+    data = buffer.getvalue()
+    assert data[2:4] == b"\xff\xe0" and data[6:11] == b"JFIF\0"
+    end = 4 + int.from_bytes(data[4:6], "big")
+    jfif = data[6:18] + bytes([1, 1]) + b"\x10\x20\x30"  # a 1 x 1 RGB thumbnail
+    data = data[:2] + b"\xff\xe0" + (len(jfif) + 2).to_bytes(2, "big") + jfif + data[end:]
     prepared = custom_op.prepare_jpeg(data)
-    height, width, _ = custom_op.jpeg_size(data)
-    for mode in ("rgb", "unchanged", "gray"):
-        before = custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, mode=mode, seek=False)
-        after = custom_op.decode_and_crop_jpeg(prepared, 0, 0, height, width, mode=mode)
-        assert torch.equal(before, after), mode
-    assert b"JFIF" not in prepared
+    assert prepared[:4 + len(jfif) + 2] == data[:4 + len(jfif) + 2]
+    assert layout.compare(data, prepared) is None
+    assert torch.equal(full_decode(prepared, "rgb"), full_decode(data, "rgb"))
+
+
+def multi_picture_file(first: bytes, second: bytes) -> bytes:
+    """A primary JPEG followed by a second one and a trailer, as MPF files, gain maps and motion
+    photos are laid out (their offsets point past the first image's end-of-image marker)."""
+    return first + second + b"MotionPhoto_Data" + bytes(range(256)) * 4
+
+
+@pytest.mark.parametrize("tail", ["second-image-and-bytes", "two-zero-bytes", "one-byte"])
+def test_data_after_the_end_of_image_is_refused(tail: str) -> None:
+    """It was dropped: 93,883 -> 60,899 bytes, reported prepared. A rewrite of another length
+    cannot keep it either (MPF offsets would point at the wrong bytes), so it is refused."""
+    first, second = encode(make_photo(48, 64, 1)), encode(make_photo(32, 40, 2))
+    data = {"second-image-and-bytes": multi_picture_file(first, second),
+            "two-zero-bytes": first + b"\0\0", "one-byte": first + b"x"}[tail]
+    with pytest.raises(custom_op.JpegDecodeError,
+                       match=r"^prepare_jpeg\(\): data follows the end-of-image marker"):
+        custom_op.prepare_jpeg(data)
+    assert custom_op.prepare_jpeg(first)  # the image alone is prepared
+
+
+def test_layout_check_accepts_every_prepared_corpus_file(corpus_case: JpegCase) -> None:
+    """--verify's comparison of metadata and trailer passes for what prepare_jpeg writes."""
+    prepared = custom_op.prepare_jpeg(corpus_case.data)
+    assert layout.read_layout(corpus_case.data).trailer == b""
+    assert layout.compare(corpus_case.data, prepared) is None
+
+
+def test_layout_check_finds_dropped_trailer_and_metadata() -> None:
+    buffer = io.BytesIO()
+    Image.fromarray(make_photo(40, 56, 5)).save(buffer, format="JPEG", comment=b"keep me")
+    first = buffer.getvalue()
+    prepared = custom_op.prepare_jpeg(first)
+    assert layout.compare(first, prepared) is None
+    data = multi_picture_file(first, encode(make_photo(16, 16, 6)))
+    assert layout.read_layout(data).trailer == data[len(first):]
+    assert "bytes after its end-of-image marker" in layout.compare(data, prepared)
+    without_comment = custom_op.prepare_jpeg(first.replace(b"keep me", b"KEEP ME"))
+    assert "metadata segments" in layout.compare(first, without_comment)
+    assert "cannot be followed" in layout.compare(first, prepared[:len(prepared) // 2])

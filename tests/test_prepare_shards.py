@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import subprocess
 import tarfile
 
 import numpy as np
@@ -27,6 +28,8 @@ from custom_op.prepare import files as prepare_files
 from custom_op.prepare import shards as prepare_shards
 from custom_op._restart_markers import PreparedJpeg
 from _interrupt import interrupt_prepare
+from _sparse_tars import (SPARSE_FORMATS, SPARSE_NAME, stored_member, write_sparse_file,
+                          write_sparse_shard)
 from jpegenc import encode
 from synthetic import make_photo, make_smooth_noise
 
@@ -351,3 +354,42 @@ def test_sigint_stops_the_pool_between_members(tmp_path: pathlib.Path) -> None:
     assert len(written) < 6
     for path in written:
         assert [data for _, data in _read_tar(path)] == [expected] * 60
+
+
+@pytest.mark.parametrize("layout", sorted(SPARSE_FORMATS))
+def test_sparse_member_is_copied_as_stored(tmp_path: pathlib.Path, layout: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A member tar stored as sparse keeps its headers and data blocks byte for byte.
+
+    tarfile hands such a member over expanded; written back under its sparse
+    headers it came out empty or unreadable (GNU tar: "numeric overflow in
+    sparse archive member"), with exit status 0. The JPEG members around it
+    are still prepared.
+    """
+    folder = tmp_path / "files"
+    folder.mkdir()
+    jpegs = {"sample0000.jpg": _jpeg(0), "sample0002.jpg": _jpeg(2)}
+    for name, data in jpegs.items():
+        (folder / name).write_bytes(data)
+    sparse = write_sparse_file(folder / SPARSE_NAME, _jpeg(1))  # a JPEG head, then holes
+    src = tmp_path / "src"
+    src.mkdir()
+    write_sparse_shard(src / "shard.tar", folder, ["sample0000.jpg", SPARSE_NAME, "sample0002.jpg"],
+                       layout)
+    stored = stored_member((src / "shard.tar").read_bytes(), SPARSE_NAME)
+    assert len(stored) < len(sparse) // 2, "GNU tar did not store the member as sparse"
+
+    assert main([str(src), str(tmp_path / "dst"), "--workers", "1", "--quiet", "--verify"]) == 0
+    report = capsys.readouterr().out
+    out = (tmp_path / "dst" / "shard.tar").read_bytes()
+    assert stored_member(out, SPARSE_NAME) == stored
+    assert f"{prepare_shards.SPARSE_MEMBER}: 1" in report and f"shard.tar:{SPARSE_NAME}" in report
+    extracted = tmp_path / "extracted"
+    extracted.mkdir()
+    subprocess.run(["tar", "-xf", str(tmp_path / "dst" / "shard.tar"), "-C", str(extracted)],
+                   check=True, capture_output=True)
+    assert (extracted / SPARSE_NAME).read_bytes() == sparse
+    for name, data in jpegs.items():
+        prepared = (extracted / name).read_bytes()
+        assert prepared != data and custom_op.seekable(prepared), name
+        assert torch.equal(_full_decode(prepared), _full_decode(data)), name

@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 
 from custom_op.datasets import TarSamples
 from custom_op.datasets._tar_members import tar_members
+from _sparse_tars import SPARSE_FORMATS, SPARSE_NAME, write_sparse_file, write_sparse_shard
 
 wds = pytest.importorskip("webdataset")
 
@@ -289,3 +290,21 @@ def test_dataloader_workers_split_shards(tmp_path, workers) -> None:
     loader = DataLoader(pipeline, batch_size=None, num_workers=workers,
                         multiprocessing_context="spawn" if workers else None)
     assert sorted(int(key) for key in loader) == list(range(12))
+
+
+@pytest.mark.parametrize("layout", sorted(SPARSE_FORMATS))
+def test_sparse_members_of_gnu_tar_raise_naming_shard_and_member(tmp_path, layout) -> None:
+    """Every sparse layout GNU tar writes is refused: the pax ones used to be yielded as pieces
+    (the stored data without its holes, or with the map in front) as if they were the file."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "sample0000.jpg").write_bytes(b"first")
+    write_sparse_file(folder / SPARSE_NAME, b"\xff\xd8\xff\xe0 a sparse JPEG")
+    shard = tmp_path / f"{layout}.tar"
+    write_sparse_shard(shard, folder, ["sample0000.jpg", SPARSE_NAME], layout)
+    with pytest.raises(tarfile.ReadError) as error:
+        list(TarSamples()([{"url": str(shard)}]))
+    assert str(shard) in str(error.value)
+    assert f"member {SPARSE_NAME} " in str(error.value) and "sparse member" in str(error.value)
+    ours, error = _ours(shard.read_bytes())
+    assert ours == [("sample0000.jpg", b"first")], "members before the sparse one are yielded"

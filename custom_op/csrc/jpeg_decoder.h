@@ -42,6 +42,9 @@ struct DecodeOptions {
   // Decode only the restart segments that cover the window when the file
   // allows it (see restart_seek.h). The pixels are the same either way.
   bool seek = true;
+  // Narrow libjpeg's decode to the region's columns (jpeg_crop_scanline).
+  // Only tests turn it off, for a reference that decodes every column.
+  bool crop_columns = true;
 };
 
 // What the header says. `channels` is what ColorMode::kUnchanged yields.
@@ -210,8 +213,7 @@ class JpegDecoder {
                             window.y * scale - decoded.y, window.x * scale - decoded.x,
                             window.height * scale, window.width * scale, out_height, out_width,
                             antialias);
-    detail::RowPlan plan{decoded, detail::region_for(region_inputs(scale_num), decoded), layout,
-                         scale_num, &sink};
+    const detail::RowPlan plan = row_plan(decoded, layout, scale_num, &sink);
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();
     }
@@ -311,6 +313,17 @@ class JpegDecoder {
                                 info_.progressive, options_.exact_edges};
   }
 
+  // The plan of a decode of `decoded` (in pixels at scale_num / 8). Asks the
+  // crop probe here, outside any jump point (it arms its own).
+  detail::RowPlan row_plan(const Window& decoded, detail::RowLayout layout, int scale_num,
+                           detail::RowSink* sink) const {
+    detail::RowPlan plan{decoded, detail::region_for(region_inputs(scale_num), decoded), layout,
+                         scale_num, sink};
+    plan.crop_columns = options_.crop_columns;
+    plan.crop_width_faulty = scale_num < 8 && libjpeg_crop_width_fault();
+    return plan;
+  }
+
   // Decodes `window` at full scale, handing its rows in `layout` to `sink`:
   // from the restart segments that cover it when the file allows, else
   // through libjpeg's crop and skip.
@@ -326,8 +339,7 @@ class JpegDecoder {
     if (cut_done) {
       return Status{};
     }
-    detail::RowPlan plan{window, detail::region_for(region_inputs(/*scale_num=*/8), window), layout,
-                         /*scale_num=*/8, sink};
+    const detail::RowPlan plan = row_plan(window, layout, /*scale_num=*/8, sink);
     if (!detail::decode_rows_guarded(&cinfo_, &err_, &plan)) {
       return decode_error();
     }

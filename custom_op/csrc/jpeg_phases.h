@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "crop_quirk.h"
 #include "jpeg_errors.h"
 #include "pixel_formats.h"
 #include "region.h"
@@ -47,6 +48,12 @@ struct RowPlan {
   RowLayout layout;
   int scale_num;
   RowSink* sink;
+  // Whether jpeg_crop_scanline may narrow the decode to the region. False
+  // decodes every column (at the plan's scale) and cuts the window out of
+  // each row: slower, never wrong.
+  bool crop_columns = true;
+  // libjpeg_crop_width_fault(), asked before the jump point is armed.
+  bool crop_width_faulty = false;
 };
 
 // Phase 2: start the decompressor, restrict it to the region's columns, skip
@@ -68,9 +75,16 @@ inline bool decode_rows_guarded(j_decompress_ptr cinfo, ErrorManager* err, const
 
   JDIMENSION region_x = static_cast<JDIMENSION>(plan->region.x);
   JDIMENSION region_width = static_cast<JDIMENSION>(plan->region.width);
-  if (region_width < cinfo->output_width) {
+  // A faulty jpeg_crop_scanline leaves part of some rows unwritten at this
+  // scale (crop_quirk.h): then every column is decoded instead.
+  const bool crop = plan->crop_columns && region_width < cinfo->output_width &&
+                    !(plan->crop_width_faulty && crop_width_fault_applies(*cinfo));
+  if (crop) {
     // Moves region_x left to an iMCU boundary and widens region_width to match.
     jpeg_crop_scanline(cinfo, &region_x, &region_width);
+  } else {
+    region_x = 0;
+    region_width = cinfo->output_width;
   }
   const int src_channels = cinfo->output_components;
   JSAMPARRAY rows = (*cinfo->mem->alloc_sarray)(reinterpret_cast<j_common_ptr>(cinfo), JPOOL_IMAGE,

@@ -8,7 +8,8 @@
 //   - Huffman tables optimised for this image, which usually save more bytes
 //     than the markers cost.
 // Progressive and arithmetic-coded files become baseline Huffman files the
-// same way. Metadata segments (Exif, ICC profiles, comments) are copied.
+// same way. Metadata segments (Exif, ICC profiles, comments) are copied. A
+// file with bytes after its end-of-image marker is refused (see run()).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +36,17 @@ struct PrepareOptions {
   int64_t min_segment_bytes = 384;
   Limits limits;
 };
+
+// prepare_jpeg's refusal of a file with bytes after its end-of-image marker.
+// One text for every such file, so that a summary groups them.
+inline constexpr const char* kDataAfterEndOfImage =
+    "data follows the end-of-image marker (a second image, a gain map or a motion photo?); a "
+    "rewrite would drop it or break the offsets that point into it";
+
+// prepare_jpeg's refusal of a file with a JFIF or Adobe marker between its scans.
+inline constexpr const char* kLateColourMarker =
+    "a JFIF or Adobe marker after the first scan; the copy's header cannot hold it without "
+    "changing the colours decoders see, nor leave it out without losing it";
 
 struct PrepareInfo {
   int restart_interval = 0;  // MCUs per segment in the output.
@@ -124,17 +136,12 @@ inline bool is_adobe(const jpeg_saved_marker_ptr marker) {
          d[1] == 'd' && d[2] == 'o' && d[3] == 'b' && d[4] == 'e';
 }
 
-// Whether a saved marker goes into the copy. The copy's header holds every
-// marker, so a JFIF or Adobe marker that the source had after its first scan
-// (where libjpeg had already chosen the colour space) would move in front of
-// the frame and change how decoders convert the colours: such markers stay
-// out (fuzz/regressions/late-jfif-marker-changes-colour-space.jpg). Those
-// that jpeg_write_coefficients writes by itself stay out too.
-inline bool copied_marker(j_compress_ptr dst, const jpeg_saved_marker_ptr marker,
-                          bool in_source_header) {
-  if (!in_source_header && (is_jfif(marker) || is_adobe(marker))) {
-    return false;
-  }
+// Whether a saved marker goes into the copy: all do, except a JFIF or Adobe
+// marker that jpeg_write_coefficients writes by itself (it writes one only
+// when the source's header had none, see Preparer::write_guarded, so this
+// keeps a second one out). Files with such a marker after their first scan
+// are refused before the copy (Preparer::run).
+inline bool copied_marker(j_compress_ptr dst, const jpeg_saved_marker_ptr marker) {
   return !((is_jfif(marker) && dst->write_JFIF_header) ||
            (is_adobe(marker) && dst->write_Adobe_marker));
 }
@@ -203,6 +210,24 @@ class Preparer {
     if (!read_coefficients_guarded()) {
       return status_of(src_err_, options_.limits);
     }
+    // libjpeg stops reading at the end-of-image marker, so the copy would end
+    // there too. What follows it in a file that decoders accept is a second
+    // image (a multi-picture file), a gain map or a motion photo's video, and
+    // the offsets that find them (MPF's) count from the primary image's
+    // header: appending them to a rewritten image of another length would
+    // point those offsets at the wrong bytes. Such files are refused, so the
+    // caller keeps them whole.
+    if (src_.src->bytes_in_buffer != 0) {
+      return Status{StatusCode::kDecodeError, kDataAfterEndOfImage};
+    }
+    // The copy's header holds every marker, so a JFIF or Adobe marker that
+    // the source had after its first scan (where libjpeg had already chosen
+    // the colour space) would move in front of the frame and change how
+    // decoders convert the colours, and leaving it out would lose it
+    // (fuzz/regressions/late-jfif-marker-changes-colour-space.jpg).
+    if (late_colour_marker()) {
+      return Status{StatusCode::kDecodeError, kLateColourMarker};
+    }
     if (!progression_complete()) {
       return Status{StatusCode::kDecodeError,
                     "the progressive scans stop before every coefficient is complete; libjpeg "
@@ -266,6 +291,16 @@ class Preparer {
       return false;
     }
     jpeg_copy_critical_parameters(&src_, &dst_);
+    // A JFIF or Adobe marker in the source's header is copied as it is
+    // rather than replaced by the one libjpeg writes from the colour
+    // parameters: the source's may hold more (a JFIF thumbnail, Adobe's
+    // flags), and decoders then see exactly the markers the source showed them.
+    if (header_has(detail::is_jfif)) {
+      dst_.write_JFIF_header = FALSE;
+    }
+    if (header_has(detail::is_adobe)) {
+      dst_.write_Adobe_marker = FALSE;
+    }
     dst_.optimize_coding = TRUE;
     dst_.restart_interval = static_cast<unsigned int>(restart_interval());
     info->restart_interval = static_cast<int>(dst_.restart_interval);
@@ -275,15 +310,38 @@ class Preparer {
     destination_.capacity = size_ + 4096;
     dst_.dest = &destination_.pub;
     jpeg_write_coefficients(&dst_, coefficients_);
-    size_t index = 0;
-    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next, ++index) {
-      if (detail::copied_marker(&dst_, m, index < header_markers_)) {
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next) {
+      if (detail::copied_marker(&dst_, m)) {
         jpeg_write_marker(&dst_, m->marker, m->data, m->data_length);
       }
     }
     jpeg_finish_compress(&dst_);
     jpeg_finish_decompress(&src_);
     return true;
+  }
+
+  // Whether a marker saved from the source's header (before its first scan)
+  // passes `test`.
+  bool header_has(bool (*test)(const jpeg_saved_marker_ptr)) const {
+    size_t index = 0;
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr && index < header_markers_;
+         m = m->next, ++index) {
+      if (test(m)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Whether a JFIF or Adobe marker was saved after the source's header.
+  bool late_colour_marker() const {
+    size_t index = 0;
+    for (jpeg_saved_marker_ptr m = src_.marker_list; m != nullptr; m = m->next, ++index) {
+      if (index >= header_markers_ && (detail::is_jfif(m) || detail::is_adobe(m))) {
+        return true;
+      }
+    }
+    return false;
   }
 
   // Whether every coefficient of every component arrived at full precision.

@@ -7,14 +7,19 @@
   ``torchvision.datasets.wrap_dataset_for_transforms_v2`` exactly as
   CocoDetection, and boxes follow the window decoded.
 - :func:`load_sample`: what both read a file into.
+- :class:`HfImageTransform`, :func:`hf_image`: Hugging Face ``datasets``
+  rows of an ``Image(decode=False)`` column as EncodedJpegs, for
+  ``set_transform`` and ``IterableDataset.map`` (docs/huggingface.md).
 - :class:`TarSamples`: the webdataset pipeline stage that reads tar shards
   into samples (in place of ``wds.tarfile_to_samples()``), faster.
 """
 
 from ._coco import CocoJpegDetection
 from ._folder import IMG_EXTENSIONS, ON_ERROR_POLICIES, JpegFolder
+from ._huggingface import HfImageTransform, hf_image
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
-__all__ = ["CocoJpegDetection", "IMG_EXTENSIONS", "JpegFolder", "ON_ERROR_POLICIES", "TarSamples",
-           "load_sample"]
+__all__ = ["CocoJpegDetection", "HfImageTransform", "IMG_EXTENSIONS", "JpegFolder",
+           "ON_ERROR_POLICIES", "TarSamples",
+           "hf_image", "load_sample"]

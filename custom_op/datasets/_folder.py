@@ -12,6 +12,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .._encoded_jpeg import DecodeOptions
 from .._errors import JpegDecodeError
+from .._compose_jpeg import for_encoded_images
 from ..transforms import decode_remaining
 from ._loading import load_sample
 
@@ -51,7 +52,10 @@ class JpegFolder(DatasetFolder):
     Args:
         root: The folder holding one subfolder per class.
         transform: Applied to the image; any torchvision v2 transform or
-            pipeline. Keep its output uint8 and normalise the batch on the
+            pipeline. A torchvision v1 ``Compose`` (timm's
+            ``create_transform``) or v1/timm transform is run by
+            :class:`custom_op.transforms.ComposeJPEG`: its first crop or
+            resize decodes the window, the rest gets a PIL image. Keep its output uint8 and normalise the batch on the
             device (:class:`custom_op.transforms.NormalizeBatch`): see
             the README for why.
         target_transform: Applied to the class index.
@@ -119,7 +123,7 @@ class JpegFolder(DatasetFolder):
                                ((extensions,) if isinstance(extensions, str) else extensions))
         super().__init__(os.path.expanduser(root) if isinstance(root, str) else root,
                          loader=functools.partial(load_sample, options=self.options),
-                         extensions=extensions, transform=transform,
+                         extensions=extensions, transform=for_encoded_images(transform),
                          target_transform=target_transform, is_valid_file=is_valid_file,
                          allow_empty=allow_empty)
         self.imgs = self.samples

@@ -34,6 +34,13 @@ _REGULAR = frozenset(b"07\0")
 _NO_DATA = frozenset(b"123456")
 _PAX_HEADER, _PAX_GLOBAL_HEADER, _GNU_LONG_NAME, _GNU_LONG_LINK, _GNU_SPARSE = b"xgLKS"
 _EXTENSIONS = frozenset(b"xgLK")
+#: Pax records that make the next member sparse, in any of GNU tar's formats (0.0, 0.1, 1.0).
+_GNU_SPARSE_KEYS = "GNU.sparse."
+#: Why a sparse member is refused. Its data is stored without its holes (GNU's type S, or pax
+#: records with a map); handing over the stored bytes would give a training run pieces of the
+#: file as if they were all of it, and no dataset writer makes sparse members.
+_SPARSE = ("a sparse member (written by tar --sparse), which this reader does not expand; "
+           "write the shard again without --sparse")
 #: Read members larger than this in pieces, so that a damaged size field claiming gigabytes
 #: fails at the end of the stream instead of allocating them first.
 _PIECE = 16 << 20
@@ -162,7 +169,8 @@ def tar_members(stream: BinaryIO, source: str = "<tar>") -> Iterator[tuple[str, 
     Raises:
         tarfile.ReadError: an empty file, a damaged header (bad checksum or
             fields), a truncated archive (also one cut between two members:
-            the end-of-archive block is required), a sparse member; the
+            the end-of-archive block is required), a sparse member (any of
+            GNU tar's formats: type S, pax 0.0, 0.1, 1.0); the
             message names ``source``, the byte offset and, when known, the
             member.
     """
@@ -171,25 +179,29 @@ def tar_members(stream: BinaryIO, source: str = "<tar>") -> Iterator[tuple[str, 
     # A pax header or GNU long name applies to the member that follows it.
     name_override: str | None = None
     size_override: int | None = None
+    sparse = False  # a pax header said the next member is sparse
     try:
         while (header := _header(stream, at_start=offset == 0)) is not None:
             kind = header[156]
             # Extension headers (pax, GNU long names) carry no name of their own worth reporting.
             name = None if kind in _EXTENSIONS else name_override or _name(header)
-            if kind == _GNU_SPARSE:
-                raise _Damaged("a sparse member, which dataset shards do not hold")
+            if kind == _GNU_SPARSE or sparse:
+                raise _Damaged(_SPARSE)
             size = 0 if kind in _NO_DATA else (
                 size_override if size_override is not None else _number(header, 124, 136))
             data = _read_exactly(stream, size)
             offset += BLOCK + size + (-size % BLOCK)
             if kind == _PAX_HEADER:
                 records = _pax_records(data)
-                name_override = records.get("path", name_override)
+                # The pax sparse formats (0.0, 0.1, 1.0) keep the member's real name here.
+                name_override = records.get("GNU.sparse.name", records.get("path", name_override))
+                sparse = sparse or any(key.startswith(_GNU_SPARSE_KEYS) for key in records)
                 size_override = int(records["size"]) if records.get("size", "").isdigit() else None
             elif kind == _GNU_LONG_NAME:
                 name_override = _decoded(data.split(b"\0", 1)[0])
             elif kind not in _EXTENSIONS:
                 name_override = size_override = None
+                sparse = False
                 if kind in _REGULAR and not name.endswith("/") and not _META.match(name):
                     yield name, data
             name = None

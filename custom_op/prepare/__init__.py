@@ -9,8 +9,11 @@ Every file under SRC is written to the same relative path under DST:
 - a tar shard (``*.tar``, WebDataset's format) becomes a tar of the same
   members in the same order, each JPEG member prepared the same way;
 - anything else (a PNG named .JPEG, a text file, an empty file) and every JPEG
-  that prepare_jpeg refuses (damaged, 12-bit, lossless) is copied byte for
-  byte, and the summary lists it with the reason.
+  that prepare_jpeg refuses (damaged, 12-bit, lossless, bytes after the
+  end-of-image marker) is copied byte for byte, and the summary lists it with
+  the reason; a JPEG too large to prepare within --max-memory, and a sparse
+  shard member (tar --sparse), are copied as they are without being read
+  whole.
 
 The work runs on every core, resumes an interrupted run (an output made
 from its source as it is now is kept), never leaves a half-written file or
@@ -31,7 +34,8 @@ The same is available from Python::
 The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
 ``pool`` (worker processes with a bounded queue), ``files`` and ``shards``
-(one file's and one shard's work, in a worker), ``workspace`` (DST's lock and
+(one file's and one shard's work, in a worker), ``layout`` (--verify's
+check of metadata and trailing bytes), ``workspace`` (DST's lock and
 private folder), ``folders`` (DST's folders, their modes and times),
 ``atomic`` (temporary files, durable renames, resuming), ``progress`` (the
 bar), ``summary`` (counts and report),

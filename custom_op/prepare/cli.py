@@ -76,7 +76,23 @@ def _parser() -> argparse.ArgumentParser:
                              "with --force)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (the summary is still printed)")
+    # Parquet datasets (custom_op/prepare/parquet.py): the only option of their own.
+    parser.add_argument("--image-column", metavar="NAME", default=None,
+                        help="parquet files: the column of images to rewrite, a struct {bytes, "
+                             "path} or a binary column (default: every struct {bytes, path} "
+                             "column, as Hugging Face datasets writes images)")
     return parser
+
+
+def _prepare(args: argparse.Namespace):
+    """prepare_tree, or prepare_parquet when SRC holds parquet files (a Hub dataset folder)."""
+    from . import parquet  # imports pyarrow when installed: `import custom_op.prepare` does not
+    options = dict(workers=args.workers, verify=args.verify, force=args.force,
+                   progress=False if args.quiet else None, max_memory=args.max_memory)
+    if args.image_column is not None or parquet.holds_parquet(args.src):
+        return parquet.prepare_parquet(args.src, args.dst, image_column=args.image_column,
+                                       **options)
+    return prepare_tree(args.src, args.dst, fsync=args.fsync, **options)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -96,9 +112,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        summary = prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
-                               force=args.force, progress=False if args.quiet else None,
-                               max_memory=args.max_memory, fsync=args.fsync)
+        summary = _prepare(args)
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2

@@ -2,8 +2,9 @@
 
 ``rewrite_jpeg`` decides what one JPEG's bytes become, whether they come from
 a file or from a shard member; ``handle_file`` applies it to a plain file of
-SRC and writes the output atomically. Neither raises for one bad file: what
-went wrong becomes the Outcome's reason.
+SRC and writes the output atomically. A JPEG too large to prepare within
+``max_memory`` is streamed as a copy, never read whole. Neither raises for one
+bad file: what went wrong becomes the Outcome's reason.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from .._decode import DEFAULT_MAX_MEMORY, decode_and_crop_jpeg, jpeg_size
 from .._errors import JpegDecodeError
 from .._restart_markers import prepare_jpeg_with_info, seekable
 from ..datasets._loading import _JPEG_SIGNATURE
-from . import atomic
+from . import atomic, layout
 from .items import COPIED, ERROR, PREPARED, VERIFY_FAILED, Outcome, Task, describe
 
 NOT_A_JPEG = "not a JPEG (does not start with FF D8 FF)"
@@ -43,6 +44,25 @@ def is_jpeg(head: bytes) -> bool:
     return head[:SIGNATURE_LENGTH] == _JPEG_SIGNATURE
 
 
+def largest_preparable(max_memory: int) -> int:
+    """The size in bytes above which a JPEG cannot be prepared within ``max_memory``.
+
+    prepare_jpeg refuses any file whose output buffer alone, about twice the
+    file's size (csrc/prepare.h's estimate: ``2 * (size + 65536)``), exceeds
+    the limit, so a larger file is copied unread: streamed in chunks, so the
+    worker never holds it whole, whatever its size. No file the rewrite could
+    accept is copied this way.
+    """
+    return max(0, max_memory // 2 - 65536)
+
+
+def too_large(max_memory: int) -> str:
+    """The reason given for a JPEG larger than ``largest_preparable(max_memory)``."""
+    return (f"larger than {largest_preparable(max_memory)} bytes, the most a max_memory of "
+            f"{max_memory} can prepare (the rewrite holds about twice the file): copied as a "
+            "stream, never read whole")
+
+
 def _verify(original: bytes, prepared: bytes, max_memory: int) -> Optional[str]:
     """Why ``prepared`` is not a faithful, seekable rewrite of ``original``; None if it is."""
     try:
@@ -54,6 +74,9 @@ def _verify(original: bytes, prepared: bytes, max_memory: int) -> Optional[str]:
                                      max_memory=max_memory)
         if not torch.equal(before, after):
             return "the prepared file decodes to different pixels"
+        problem = layout.compare(original, prepared)
+        if problem is not None:
+            return problem
         if not seekable(prepared):
             return "the prepared file has no restart markers decode_and_crop_jpeg can seek with"
     except (JpegDecodeError, ValueError) as error:
@@ -83,16 +106,31 @@ def rewrite_jpeg(data: bytes, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY
     return Rewrite(PREPARED, "", result.data, result.was_progressive, seconds)
 
 
+def _read_if_preparable(path: str, max_memory: int) -> tuple[Optional[bytes], str]:
+    """A JPEG's bytes, or None and why the file is to be copied as it is.
+
+    Only the signature is read first, and a JPEG too large to prepare is not
+    read at all, so a large file (an archive left in the tree, a huge JPEG) is
+    copied by the kernel, never loaded into memory. The read is bounded too:
+    a file that grew since it was listed is not read whole either.
+    """
+    largest = largest_preparable(max_memory)
+    with open(path, "rb") as file:
+        head = file.read(SIGNATURE_LENGTH)
+        if not is_jpeg(head):
+            return None, NOT_A_JPEG
+        if os.fstat(file.fileno()).st_size > largest:
+            return None, too_large(max_memory)
+        data = head + file.read(largest + 1 - len(head))
+    return (None, too_large(max_memory)) if len(data) > largest else (data, "")
+
+
 def handle_file(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> Outcome:
     """Writes one plain file's output, and says what it did; never raises for one bad file."""
     start = time.perf_counter()
     try:
         os.makedirs(os.path.dirname(task.destination), exist_ok=True)
-        with open(task.source, "rb") as file:
-            # Only the signature is read first, so a large file that is not a JPEG (an archive
-            # left in the tree) is copied by the kernel, never loaded into memory.
-            head = file.read(SIGNATURE_LENGTH)
-            data = head + file.read() if is_jpeg(head) else None
+        data, reason = _read_if_preparable(task.source, max_memory)
         if data is not None:
             rewrite = rewrite_jpeg(data, verify, max_memory)
             atomic.replace_atomically(task, atomic.write_bytes(rewrite.data))
@@ -102,8 +140,7 @@ def handle_file(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) 
         else:
             atomic.replace_atomically(task, atomic.copy_from(task.source))
             size = os.path.getsize(task.destination)
-            outcome = Outcome(task.relative, COPIED, NOT_A_JPEG if size else EMPTY_FILE,
-                              size, size)
+            outcome = Outcome(task.relative, COPIED, reason if size else EMPTY_FILE, size, size)
     except Exception as error:  # noqa: BLE001 - one unreadable file must not end a long run
         outcome = Outcome(task.relative, ERROR, describe(error), task.size)
     return outcome._replace(seconds=time.perf_counter() - start)

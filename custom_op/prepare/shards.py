@@ -9,6 +9,12 @@ verification fails), every other member is copied byte for byte. The whole
 shard is written under a temporary name and renamed, so DST never holds part
 of a shard under its final name.
 
+A JPEG member too large to prepare within ``max_memory`` is copied as a
+stream, never read whole. A sparse member (``tar --sparse``: GNU's type S, or
+the pax formats 0.0, 0.1 and 1.0) is copied as it is stored, its headers and
+data blocks byte for byte: tarfile would hand it over expanded, and writing
+that back under its sparse headers would corrupt it.
+
 A shard is refused (nothing written, the reason in the summary) when it is
 not a tar, when it is truncated, or when a sample key repeats: WebDataset
 groups consecutive members by key, so a repeated key would split or merge
@@ -27,7 +33,8 @@ from typing import BinaryIO, Optional
 
 from .._decode import DEFAULT_MAX_MEMORY
 from . import atomic
-from .files import EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, rewrite_jpeg
+from .files import (EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, largest_preparable,
+                    rewrite_jpeg, too_large)
 from .items import (COPIED, ERROR, OTHER_MEMBER, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task,
                     describe)
 from .pool import stop_requested
@@ -38,6 +45,9 @@ _JPEG_SUFFIXES = (".jpg", ".jpeg")
 # or inside a header, which tarfile alone would take for the end).
 _END_OF_ARCHIVE = 2 * tarfile.BLOCKSIZE
 _READ_SIZE = 1 << 16
+#: Why a sparse member is copied as stored (it is listed under this reason, whatever its name).
+SPARSE_MEMBER = ("a sparse member (tar --sparse): copied as stored, headers and data blocks "
+                 "unchanged, not prepared")
 
 
 class ShardRefused(Exception):
@@ -108,12 +118,42 @@ def _copy_member(writer: tarfile.TarFile, info: tarfile.TarInfo, data: bytes) ->
     writer.addfile(new, io.BytesIO(data))
 
 
+def _copy_stored(source: BinaryIO, start: int, end: int, writer: tarfile.TarFile) -> None:
+    """Appends bytes ``start`` to ``end`` of the source archive to ``writer``'s, unchanged.
+
+    A member's stored form is a whole number of blocks (its headers, then its
+    data padded to a block), so the output stays a sequence of blocks;
+    ``writer.offset`` advances as TarFile.addfile advances it.
+    """
+    source.seek(start)
+    remaining = end - start
+    while remaining:
+        chunk = source.read(min(_READ_SIZE, remaining))
+        if not chunk:
+            raise ShardRefused(f"truncated tar: it ends inside a member, at byte {end - remaining}")
+        writer.fileobj.write(chunk)
+        remaining -= len(chunk)
+    writer.offset += end - start
+
+
+def _sparse_member(shard: str, info: tarfile.TarInfo, stored: BinaryIO, end: int,
+                   writer: tarfile.TarFile) -> Outcome:
+    """Copies a sparse member as stored, from its first header (``info.offset``: a pax or GNU
+    long-name header when it has one) to the end of its data (``end``)."""
+    _copy_stored(stored, info.offset, end, writer)
+    size = end - info.offset
+    return Outcome(f"{shard}:{info.name}", COPIED, SPARSE_MEMBER, size, size, member=True)
+
+
 def _member(shard: str, info: tarfile.TarInfo, reader: tarfile.TarFile,
             writer: tarfile.TarFile, verify: bool, max_memory: int) -> Outcome:
     """Writes one regular member to ``writer``; what happened to it."""
     path = f"{shard}:{info.name}"
     stream = reader.extractfile(info)
     head = stream.read(SIGNATURE_LENGTH)
+    if is_jpeg(head) and info.size > largest_preparable(max_memory):
+        writer.addfile(info, _Prefixed(head, stream))  # tarfile copies it in small pieces
+        return Outcome(path, COPIED, too_large(max_memory), info.size, info.size, member=True)
     if is_jpeg(head):
         data = head + stream.read()
         rewrite = rewrite_jpeg(data, verify, max_memory)
@@ -133,7 +173,9 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
     """Streams the shard ``task.source`` into ``temporary``, member by member."""
     keys = _Keys()
     where = ""  # where reading stopped, for the reason of a refusal
-    with open(task.source, "rb") as raw, open(temporary, "wb") as out:
+    # ``stored`` reads sparse members as they are stored, beside the stream tarfile parses.
+    with open(task.source, "rb") as raw, open(task.source, "rb") as stored, \
+            open(temporary, "wb") as out:
         size = os.fstat(raw.fileno()).st_size
         try:
             with tarfile.open(fileobj=raw, mode="r|") as reader, \
@@ -143,7 +185,11 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
                         raise _Interrupted
                     where = f" in member {info.name!r}"
                     keys.check(info.name)
-                    if info.isfile():
+                    if info.issparse():
+                        # reader.offset is already past the member's stored data.
+                        outcomes.append(_sparse_member(task.relative, info, stored,
+                                                       reader.offset, writer))
+                    elif info.isfile():
                         outcomes.append(_member(task.relative, info, reader, writer, verify,
                                                         max_memory))
                     else:

@@ -1,0 +1,367 @@
+"""Parquet datasets (as the Hugging Face Hub stores them): every image in its bytes column prepared.
+
+A Hub dataset is a folder of parquet files (``data/train-00000-of-00004.parquet``
+...) whose image column is the ``datasets.Image`` feature's storage, a struct
+``{bytes: binary, path: string}``, or a plain binary column of encoded images.
+:func:`prepare_parquet` works like :func:`custom_op.prepare.prepare_tree` (the
+same plan, workers, resuming, temporary names and summary; every file that is
+not parquet is handled exactly as prepare_tree handles it) and rewrites each
+``*.parquet`` file, in one worker, row group by row group (memory for one row
+group), into a file with:
+
+- the same Arrow schema and schema metadata (the ``huggingface`` features),
+  the same rows in the same order, the same row-group sizes, and every other
+  column's values unchanged; each column's compression codec and dictionary
+  use are carried over;
+- every JPEG of the image column(s) rewritten by :func:`custom_op.prepare_jpeg`
+  (same pixels, restart markers), its ``path`` unchanged; a row that is not a
+  JPEG (a PNG), that prepare_jpeg refuses (damaged) or that fails ``verify``
+  keeps its bytes and is counted in the summary under ``FILE:COLUMN[ROW]``.
+
+A file that is not parquet (or is truncated), or has no column named by
+``image_column``, is refused with the reason and nothing is written under its
+name; a parquet file without any image column is copied byte for byte. With
+``verify`` every image is checked as prepare_tree checks files, and the
+written file is read back and its other columns compared with the source's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import glob
+import itertools
+import os
+import time
+from typing import Optional, Sequence
+
+try:  # a dependency of datasets, not of custom_op: only parquet datasets need it
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ModuleNotFoundError:  # pragma: no cover - the tests install it
+    pa = pq = None
+
+from .._decode import DEFAULT_MAX_MEMORY, _as_limit
+from . import atomic, pool, walk
+from .files import EMPTY_FILE, NOT_A_JPEG, is_jpeg, rewrite_jpeg
+from .items import COPIED, ERROR, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe
+from .progress import Progress
+from .summary import Summary
+from .tree import handle_task
+from .workspace import Workspace
+
+__all__ = ["PARQUET_SUFFIX", "ParquetSummary", "holds_parquet", "prepare_parquet"]
+
+#: The suffix that makes a file of SRC a parquet file (case-insensitive).
+PARQUET_SUFFIX = ".parquet"
+#: Where a Hub dataset keeps its parquet files, relative to SRC: the root, data/, and
+#: config/split/ (the Hub's refs/convert/parquet layout). Deeper files are still rewritten.
+_LAYOUTS = ("*.parquet", "*/*.parquet", "*/*/*.parquet")
+NO_IMAGE_BYTES = "no image bytes in the row (null, or only a path)"
+NO_IMAGE_COLUMN = "a parquet file without an image column (struct {bytes, path} or --image-column)"
+#: The writer's names for the codecs the file metadata reports.
+_CODECS = {"UNCOMPRESSED": "NONE", "LZ4_RAW": "LZ4"}
+
+
+class ParquetRefused(Exception):
+    """The parquet file cannot be rewritten faithfully; the message says why."""
+
+
+class _Interrupted(Exception):
+    """The parent asked the workers to stop; the file's temporary output is dropped."""
+
+
+def is_parquet(task: Task) -> bool:
+    return task.relative.lower().endswith(PARQUET_SUFFIX)
+
+
+def holds_parquet(src: walk.PathLike) -> bool:
+    """Whether SRC looks like a parquet dataset: a ``*.parquet`` file at most two folders down."""
+    return any(next(glob.iglob(os.path.join(glob.escape(os.fspath(src)), layout)), None)
+               for layout in _LAYOUTS)
+
+
+def _is_image_struct(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is datasets' Image storage: struct {bytes: binary, path: string}."""
+    if not pa.types.is_struct(kind) or {kind.field(i).name for i in range(kind.num_fields)} != {
+            "bytes", "path"}:
+        return False
+    return _is_binary(kind.field("bytes").type)
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind)
+
+
+def image_columns(schema: pa.Schema, image_column: Optional[str]) -> list[str]:
+    """The columns to rewrite: ``image_column``, or every Image-feature struct column.
+
+    Raises ParquetRefused when ``image_column`` is missing or holds no image bytes.
+    """
+    if image_column is None:
+        return [field.name for field in schema if _is_image_struct(field.type)]
+    if image_column not in schema.names:
+        raise ParquetRefused(f"no column {image_column!r} (the columns are "
+                             f"{', '.join(schema.names)})")
+    kind = schema.field(image_column).type
+    if not (_is_image_struct(kind) or _is_binary(kind)):
+        raise ParquetRefused(f"column {image_column!r} is {kind}, neither binary nor a "
+                             "struct {bytes: binary, path: string}")
+    return [image_column]
+
+
+def _writer_options(metadata: pq.FileMetaData) -> dict:
+    """The source's format version, and each column's codec and dictionary use, for the writer."""
+    options: dict = {"version": metadata.format_version}
+    if metadata.num_row_groups == 0:
+        return options
+    first = metadata.row_group(0)
+    chunks = [first.column(index) for index in range(first.num_columns)]
+    options["compression"] = {chunk.path_in_schema: _CODECS.get(chunk.compression,
+                                                                chunk.compression)
+                              for chunk in chunks}
+    options["use_dictionary"] = [chunk.path_in_schema for chunk in chunks
+                                 if chunk.has_dictionary_page]
+    if first.sorting_columns:
+        options["sorting_columns"] = first.sorting_columns
+    return options
+
+
+class _Images:
+    """Rewrites the images of one column of one row group; collects their outcomes."""
+
+    def __init__(self, task: Task, verify: bool, max_memory: int,
+                 outcomes: list[Outcome]) -> None:
+        self.task, self.verify, self.max_memory = task, verify, max_memory
+        self.outcomes = outcomes
+
+    def one(self, data: Optional[bytes], where: str) -> Optional[bytes]:
+        """The bytes to write for one row's image (its own when not prepared)."""
+        path = f"{self.task.relative}:{where}"
+        if data is None:
+            self.outcomes.append(Outcome(path, COPIED, NO_IMAGE_BYTES, member=True))
+            return None
+        if not is_jpeg(data):
+            reason = NOT_A_JPEG if data else EMPTY_FILE
+            self.outcomes.append(Outcome(path, COPIED, reason, len(data), len(data), member=True))
+            return data
+        rewrite = rewrite_jpeg(data, self.verify, self.max_memory)
+        self.outcomes.append(Outcome(path, rewrite.kind, rewrite.reason, len(data),
+                                     len(rewrite.data), rewrite.was_progressive,
+                                     verify_seconds=rewrite.verify_seconds, member=True))
+        return rewrite.data
+
+    def column(self, column: pa.ChunkedArray, name: str, first_row: int) -> pa.Array:
+        """``column`` (binary, or the Image struct) with every image rewritten."""
+        array = column.combine_chunks()
+        kind = array.type
+        struct = pa.types.is_struct(kind)
+        source = array.field("bytes") if struct else array
+        valid = array.is_valid().to_pylist() if struct else [True] * len(array)
+        written = [self.one(data if row_valid else None, f"{name}[{first_row + row}]")
+                   for row, (data, row_valid) in enumerate(zip(source.to_pylist(), valid))]
+        new_bytes = pa.array(written, type=kind.field("bytes").type if struct else kind)
+        if not struct:
+            return new_bytes
+        children = [new_bytes if kind.field(i).name == "bytes" else array.field(i)
+                    for i in range(kind.num_fields)]
+        return pa.StructArray.from_arrays(children, fields=list(kind),
+                                          mask=array.is_null() if array.null_count else None)
+
+
+def _check_written(source: str, temporary: str, columns: Sequence[str]) -> None:
+    """Reads the output back: same schema, row groups, and other columns as the source."""
+    with pq.ParquetFile(source) as before, pq.ParquetFile(temporary) as after:
+        if not after.schema_arrow.equals(before.schema_arrow, check_metadata=True):
+            raise ParquetRefused("verification: the written schema differs from the source's")
+        if after.num_row_groups != before.num_row_groups:
+            raise ParquetRefused("verification: the written file has "
+                                 f"{after.num_row_groups} row groups, not {before.num_row_groups}")
+        others = [name for name in before.schema_arrow.names if name not in columns]
+        for group in range(before.num_row_groups):
+            old, new = before.read_row_group(group), after.read_row_group(group)
+            if old.num_rows != new.num_rows or not old.select(others).equals(new.select(others)):
+                raise ParquetRefused(f"verification: row group {group} differs from the source's")
+
+
+def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
+             columns: Sequence[str], reader: pq.ParquetFile, outcomes: list[Outcome]) -> None:
+    """Writes ``task.source`` into ``temporary``, one row group at a time."""
+    images = _Images(task, verify, max_memory, outcomes)
+    schema = reader.schema_arrow
+    first_row = 0
+    with pq.ParquetWriter(temporary, schema, **_writer_options(reader.metadata)) as writer:
+        for group in range(reader.num_row_groups):
+            if pool.stop_requested():
+                raise _Interrupted
+            table = reader.read_row_group(group)
+            for name in columns:
+                index = schema.get_field_index(name)
+                table = table.set_column(index, schema.field(index),
+                                         images.column(table.column(index), name, first_row))
+            # One write per row group, of all its rows: the output keeps the source's groups.
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            first_row += table.num_rows
+    if verify:
+        _check_written(task.source, temporary, columns)
+
+
+def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
+                   image_column: Optional[str] = None) -> list[Outcome]:
+    """Writes one parquet file's output; the outcomes of its images and of the file.
+
+    Never raises for a bad file: it is refused (nothing written under its name)
+    with the reason.
+    """
+    start = time.perf_counter()
+    outcomes: list[Outcome] = []
+    try:
+        os.makedirs(os.path.dirname(task.destination), exist_ok=True)
+        try:
+            reader = pq.ParquetFile(task.source)
+        except (pa.ArrowInvalid, pa.ArrowException) as error:
+            raise ParquetRefused(f"not a parquet file, or truncated: {error}") from None
+        with reader:
+            columns = image_columns(reader.schema_arrow, image_column)
+            if not columns:
+                atomic.replace_atomically(task, atomic.copy_from(task.source))
+                return [Outcome(task.relative, COPIED, NO_IMAGE_COLUMN, task.size, task.size,
+                                seconds=time.perf_counter() - start)]
+            atomic.replace_atomically(task, lambda temporary: _rewrite(
+                task, temporary, verify, max_memory, columns, reader, outcomes))
+        written = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
+                          os.path.getsize(task.destination))
+    except _Interrupted:
+        return []
+    except ParquetRefused as refusal:
+        return [Outcome(task.relative, SHARD_REFUSED, str(refusal), task.size,
+                        seconds=time.perf_counter() - start)]
+    except (pa.ArrowException, OSError) as error:  # a damaged page or footer found while reading
+        return [Outcome(task.relative, SHARD_REFUSED if isinstance(error, pa.ArrowException)
+                        else ERROR, describe(error), task.size,
+                        seconds=time.perf_counter() - start)]
+    return outcomes + [written._replace(seconds=time.perf_counter() - start)]
+
+
+def handle_any(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
+               image_column: Optional[str] = None) -> list[Outcome]:
+    """What a worker does with one Task: a parquet file here, anything else as prepare_tree."""
+    if is_parquet(task):
+        return handle_parquet(task, verify, max_memory, image_column)
+    return handle_task(task, verify, max_memory)
+
+
+@dataclasses.dataclass
+class ParquetSummary(Summary):
+    """A :class:`Summary` whose "shards" are tar shards and parquet files.
+
+    Each image of a parquet file is counted like a shard member, under
+    ``FILE:COLUMN[ROW]``; each parquet file in ``shards_written`` or
+    ``shards_refused``.
+    """
+
+    #: Parquet files among ``files_seen`` (and among ``shards_seen``).
+    parquet_seen: int = 0
+
+    def _shards_seen_note(self) -> str:
+        tars = self.shards_seen - self.parquet_seen
+        kinds = [f"{tars} tar shards"] if tars else []
+        kinds += [f"{self.parquet_seen} parquet files"] if self.parquet_seen else []
+        return f" ({', '.join(kinds)})" if kinds else ""
+
+    def report(self) -> str:
+        """Summary's report, without the tar-only count of other members when there is no tar."""
+        lines = super().report().split("\n")
+        if self.shards_seen == self.parquet_seen:
+            lines = [line for line in lines if not line.startswith("other shard members")]
+        return "\n".join(lines)
+
+
+def prepare_parquet(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
+                    verify: bool = False, force: bool = False, progress: Optional[bool] = None,
+                    max_memory: int = DEFAULT_MAX_MEMORY,
+                    image_column: Optional[str] = None) -> ParquetSummary:
+    """Prepares a parquet dataset (a Hub dataset folder): every JPEG of its image column(s).
+
+    As :func:`custom_op.prepare.prepare_tree`, with each ``*.parquet`` file
+    rewritten whole by one worker (see the module's description): same
+    schema and metadata, rows, row order, row-group sizes and other columns;
+    each JPEG prepared losslessly. Resuming, temporary names, ``verify``,
+    ``force``, ``progress`` and ``max_memory`` work as there; other files
+    (README.md, JPEG files, tar shards) are handled as prepare_tree handles them.
+
+    Args:
+        src: The dataset folder, searched recursively.
+        dst: The folder to write; not ``src``, not inside it, not containing it.
+        workers: Processes to use; default ``os.cpu_count()``.
+        verify: Check every prepared image (same pixels, seekable) and read each
+            written file back (schema, row groups, other columns).
+        force: Rewrite outputs that are already up to date.
+        progress: True draws a progress bar, False never, None on a terminal.
+        max_memory: Bytes one image's rewrite may use (see prepare_tree).
+        image_column: The column of images to rewrite, a struct {bytes, path}
+            or a binary column; default every struct {bytes, path} column
+            (what ``datasets.Image`` writes).
+
+    Returns:
+        A :class:`ParquetSummary`; its ``report()`` and ``exit_code`` as prepare_tree's.
+
+    Raises:
+        ValueError: As prepare_tree (folders, ``workers``, ``max_memory``), or
+            pyarrow is not installed.
+        OSError: ``dst`` cannot be created.
+        KeyboardInterrupt: interrupted; every output so far is complete.
+
+    Example:
+        >>> summary = prepare_parquet("imagenet-1k", "imagenet-1k-prepared", verify=True)
+        >>> print(summary.report())
+    """
+    start = time.perf_counter()
+    if pa is None:
+        raise ValueError(f"{os.fspath(src)!r} holds parquet files; rewriting them needs pyarrow "
+                         "(pip install pyarrow), which is not installed")
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"prepare_parquet(): workers must be an int >= 1, got {workers!r}")
+    if image_column is not None and not isinstance(image_column, str):
+        raise TypeError(f"prepare_parquet(): image_column must be a str, got {image_column!r}")
+    max_memory = _as_limit("prepare_parquet", "max_memory", max_memory)
+    work = functools.partial(handle_any, max_memory=max_memory, image_column=image_column)
+    source, destination = walk.check_folders(src, dst)
+    os.makedirs(destination, exist_ok=True)
+    summary = ParquetSummary(source, destination)
+    # DST locked, temporaries in its private folder, as prepare_tree (workspace.py).
+    with Workspace(destination) as space:
+        summary.stale_removed = space.stale_removed
+        tasks = walk.plan(source, destination, force, summary)
+        summary.parquet_seen = (sum(map(is_parquet, tasks))
+                                + _done_parquet(source, destination, tasks))
+        summary.shards_seen += summary.parquet_seen
+        whole = [task for task in tasks if is_parquet(task) or task.is_shard]
+        files = [task for task in tasks if not (is_parquet(task) or task.is_shard)]
+        # The long pieces of work first, one per chunk, as prepare_tree orders its shards.
+        chunks = itertools.chain(([task] for task in whole), pool.chunked(files, workers))
+        bar = Progress(len(tasks), sum(task.size for task in tasks), progress)
+
+        def record(outcomes: list[Outcome]) -> None:
+            summary.record(outcomes)
+            bar.advance(outcomes)
+
+        try:
+            if workers == 1 or len(tasks) <= 1:
+                pool.run_inline(chunks, work, verify, record)
+            else:
+                pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
+        finally:
+            bar.close()
+    summary.sort()
+    summary.elapsed_seconds = time.perf_counter() - start
+    return summary
+
+
+def _done_parquet(source: str, destination: str, tasks: Sequence[Task]) -> int:
+    """Parquet files the plan skipped as already done (they are still parquet files seen)."""
+    planned = {task.relative for task in tasks}
+    return sum(1 for relative in walk.walk(source, destination, [])
+               if relative.lower().endswith(PARQUET_SUFFIX) and relative not in planned
+               and os.path.exists(os.path.join(destination, relative)))

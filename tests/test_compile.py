@@ -1,0 +1,270 @@
+"""The registered operators (torch.ops.custom_op.*) and torch.compile.
+
+- ``torch.library.opcheck`` checks each operator's schema, its fake kernel
+  (shapes, strides, the data-dependent channel count of "unchanged") and its
+  behaviour under AOT dispatch with dynamic shapes.
+- A function that takes a file's bytes as a uint8 tensor, decodes a window,
+  converts and normalises compiles with ``fullgraph=True`` and equals eager.
+- Errors keep their Python types and messages through the operator, eager and
+  compiled: JpegDecodeError, ValueError, TypeError, MemoryError.
+- NormalizeBatch compiles with fullgraph; an EncodedJpeg refuses size queries
+  and torch.compile with one message that says what to do.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms.v2 import functional as F
+
+import custom_op
+from custom_op import EncodedJpeg
+from custom_op.transforms import NormalizeBatch
+
+_REPO = pathlib.Path(__file__).resolve().parent.parent
+MEAN = [0.485, 0.456, 0.406]
+STD = [0.229, 0.224, 0.225]
+#: Files for every channel count "unchanged" gives: 3 (colour), 1 (gray), 4 (CMYK).
+FILES = {"rgb": "420-prog-q100-257x256", "gray": "gray-base-q50-7x13",
+         "cmyk": "cmyk-444-base-q75-57x91"}
+#: The mode codes of the kernels (custom_op._decode.MODES).
+MODE_CODES = {"rgb": 0, "gray": 1, "unchanged": 2}
+LIMITS = (1 << 28, 256)  # max_pixels, max_scans
+
+
+@pytest.fixture(scope="module")
+def tensors(corpus_by_id) -> dict[str, torch.Tensor]:
+    return {name: torch.frombuffer(bytearray(corpus_by_id[case].data), dtype=torch.uint8)
+            for name, case in FILES.items()}
+
+
+def _window(data: torch.Tensor) -> tuple[int, int, int, int]:
+    height, width, _ = custom_op.jpeg_size(data)
+    return height // 4, width // 4, max(1, height // 2), max(1, width // 2)
+
+
+@pytest.mark.parametrize(("file", "mode", "contiguous"), [
+    ("rgb", "rgb", False), ("rgb", "gray", True), ("gray", "rgb", True),
+    ("cmyk", "unchanged", False), ("cmyk", "unchanged", True), ("gray", "unchanged", False)],
+    ids=lambda value: {False: "hwc", True: "chw"}.get(value, value))
+def test_opcheck_decode_and_crop_jpeg(tensors, file: str, mode: str, contiguous: bool) -> None:
+    data = tensors[file]
+    args = (data, *_window(data), MODE_CODES[mode], True, *LIMITS, True, contiguous, 1 << 28)
+    torch.library.opcheck(torch.ops.custom_op.decode_and_crop_jpeg.default, args)
+
+
+@pytest.mark.parametrize("mode", ["rgb", "unchanged"])
+@pytest.mark.parametrize("scale_num", [8, 2])
+def test_opcheck_decode_and_resized_crop_jpeg(tensors, mode: str, scale_num: int) -> None:
+    data = tensors["rgb"]
+    args = (data, 10, 20, 200, 180, 40, 30, scale_num, True, MODE_CODES[mode], True, *LIMITS,
+            True, False, 1 << 28)
+    torch.library.opcheck(torch.ops.custom_op.decode_and_resized_crop_jpeg.default, args)
+
+
+def _crop_and_normalise(data: torch.Tensor, top: int, left: int) -> torch.Tensor:
+    crop = custom_op.decode_and_crop_jpeg(data, top, left, 96, 80)
+    mean = torch.tensor(MEAN).view(3, 1, 1)
+    std = torch.tensor(STD).view(3, 1, 1)
+    return (crop.float() / 255 - mean) / std
+
+
+def test_fullgraph_compile_of_decode_convert_normalise_equals_eager(tensors) -> None:
+    """Inductor, as a user compiles; three windows: one graph serves them (ints go symbolic)."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_crop_and_normalise, fullgraph=True)
+    for top, left in [(0, 0), (17, 33), (100, 150)]:
+        assert torch.equal(compiled(tensors["rgb"], top, left),
+                           _crop_and_normalise(tensors["rgb"], top, left))
+
+
+@pytest.mark.parametrize("mode", ["gray", "unchanged"])
+@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "chw"])
+def test_fullgraph_compile_of_each_mode_and_layout(tensors, mode: str, contiguous: bool) -> None:
+    """The fake kernel's channels and strides let the graph run what eager runs (aot_eager:
+    the fake kernels and AOT dispatch, without Inductor's compile time)."""
+    def decode_resize_scale(data: torch.Tensor) -> torch.Tensor:
+        crop = custom_op.decode_and_crop_jpeg(data, 3, 4, 40, 50, mode=mode, contiguous=contiguous)
+        resized = custom_op.decode_and_resized_crop_jpeg(data, 0, 0, 57, 91, (20, 30), mode=mode,
+                                                         contiguous=contiguous)
+        return crop.float().mean(dim=(1, 2)) + resized.float().mean(dim=(1, 2))
+
+    torch._dynamo.reset()
+    compiled = torch.compile(decode_resize_scale, fullgraph=True, backend="aot_eager")
+    for file in ("cmyk", "rgb"):
+        assert torch.equal(compiled(tensors[file]), decode_resize_scale(tensors[file]))
+
+
+def _decode_errors(call) -> tuple[type, str]:
+    with pytest.raises(Exception) as raised:
+        call()
+    return raised.type, str(raised.value)
+
+
+@pytest.mark.parametrize("case", ["truncated", "not-jpeg", "outside", "strict"])
+def test_compiled_errors_are_the_eager_ones(tensors, case: str) -> None:
+    """The kernel raises the Python exception itself, so a compiled graph gives the type and
+    message eager code gives (the Python wrapper's checks run at trace time)."""
+    data = {"truncated": tensors["rgb"][: len(tensors["rgb"]) // 2].clone(),
+            "not-jpeg": torch.full((200,), 7, dtype=torch.uint8),
+            "outside": tensors["gray"], "strict": tensors["rgb"][:-400].clone()}[case]
+
+    def decode(data: torch.Tensor) -> torch.Tensor:
+        return custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 9).float() + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(decode, fullgraph=True, backend="aot_eager")
+    eager = _decode_errors(lambda: decode(data))
+    assert _decode_errors(lambda: compiled(data)) == eager
+    expected = ValueError if case == "outside" else custom_op.JpegDecodeError
+    assert eager[0] is expected and eager[1].startswith("decode_and_crop_jpeg(): ")
+
+
+def _run_python(code: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=_REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_first_decode_of_a_process_may_be_inside_a_compiled_function(corpus_by_id) -> None:
+    """Dynamo loads the extension while tracing (custom_op._ops._loaded is a constant to it)."""
+    path = pathlib.Path(__file__).parent / "_compile_first.jpg"  # removed below
+    path.write_bytes(corpus_by_id[FILES["rgb"]].data)
+    try:
+        lines = _run_python(f"""
+import sys, torch, custom_op
+data = torch.frombuffer(bytearray(open({str(path)!r}, "rb").read()), dtype=torch.uint8)
+crop = lambda data: custom_op.decode_and_crop_jpeg(data, 5, 6, 7, 8).float()
+out = torch.compile(crop, fullgraph=True, backend="aot_eager")(data)
+print("custom_op._C" in sys.modules, torch.equal(out, crop(data)))
+""")
+    finally:
+        path.unlink()
+    assert lines == ["True True"]
+
+
+def test_import_and_decode_leave_dynamo_unimported() -> None:
+    """torch._dynamo takes seconds to import: a process that only decodes must not pay it."""
+    assert _run_python("""
+import io, sys, torch, custom_op
+from PIL import Image
+buffer = io.BytesIO()
+Image.new("RGB", (16, 16)).save(buffer, format="JPEG")
+data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8)
+print("torch._dynamo" in sys.modules)
+""") == ["False"]
+
+
+def test_operator_called_directly_raises_the_api_types(tensors) -> None:
+    """torch.ops.custom_op.* checks its arguments as the pybind11 functions do."""
+    crop = torch.ops.custom_op.decode_and_crop_jpeg.default
+    rest = (0, True, *LIMITS, True, False, 1 << 28)
+    with pytest.raises(custom_op.JpegDecodeError, match=r"^decode_and_crop_jpeg\(\): Not a JPEG"):
+        crop(torch.zeros(64, dtype=torch.uint8), 0, 0, 1, 1, *rest)
+    with pytest.raises(TypeError, match="data must be a uint8 tensor, got Float"):
+        crop(torch.zeros(64), 0, 0, 1, 1, *rest)
+    with pytest.raises(ValueError, match="mode must be 0 .rgb., 1 .gray. or 2"):
+        crop(tensors["rgb"], 0, 0, 1, 1, 5, *rest[1:])
+    with pytest.raises(ValueError, match="max_pixels, max_scans and max_memory must be positive"):
+        crop(tensors["rgb"], 0, 0, 1, 1, 0, True, 0, 256, True, False, 1 << 28)
+
+
+def test_operator_releases_the_gil_while_decoding() -> None:
+    """This thread runs Python while another thread's operator call decodes: with the GIL held
+    for the decode (one C++ call), its first step would come only after the decode."""
+    pixels = np.random.default_rng(5).integers(0, 256, (2048, 2048, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=95, progressive=True)
+    data = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+    custom_op.decode_and_crop_jpeg(data, 0, 0, 8, 8)  # loaded, warm
+    started, times = threading.Event(), {}
+
+    def decode() -> None:
+        times["start"] = time.perf_counter()
+        started.set()
+        torch.ops.custom_op.decode_and_crop_jpeg.default(data, 0, 0, 2048, 2048, 0, True, *LIMITS,
+                                                         True, False, 1 << 28)
+        times["end"] = time.perf_counter()
+
+    worker = threading.Thread(target=decode)
+    worker.start()
+    started.wait()
+    first_step = time.perf_counter()
+    worker.join()
+    assert first_step - times["start"] < (times["end"] - times["start"]) / 2
+
+
+_OUT_OF_MEMORY = """
+import resource, torch, custom_op, test_hostile
+data = torch.frombuffer(bytearray(test_hostile._flat_progressive(16384, progressive=False)),
+                        dtype=torch.uint8)
+def decode(data, height, width):
+    return custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, max_memory=1 << 40).sum()
+compiled = torch.compile(decode, fullgraph=True, backend="aot_eager", dynamic=True)
+compiled(data, 8, 8)  # compiled now, under no limit
+with open("/proc/self/statm") as statm:
+    mapped = int(statm.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.RLIM_INFINITY))
+for name, call in (("eager", decode), ("compiled", compiled)):
+    try:
+        call(data, 16384, 16384)  # an 805 MB output
+        print(name, "no-error")
+    except MemoryError as error:
+        print(name, "MemoryError", str(error).split(":")[0])
+    except Exception as error:
+        print(name, type(error).__name__, str(error).replace(" ", "_")[:200])
+"""
+
+
+def test_allocation_failure_is_memory_error_through_the_operator() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=_REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["eager MemoryError decode_and_crop_jpeg()",
+                                        "compiled MemoryError decode_and_crop_jpeg()"]
+
+
+def test_normalize_batch_compiles_with_fullgraph() -> None:
+    normalize = NormalizeBatch(MEAN, STD)
+    batch = torch.randint(0, 256, (2, 3, 16, 12), dtype=torch.uint8)
+    torch._dynamo.reset()
+    compiled = torch.compile(normalize, fullgraph=True)
+    assert torch.equal(compiled(batch), normalize(batch))
+
+
+@pytest.mark.parametrize("query", [lambda e: e.shape, lambda e: e.ndim, lambda e: e.size(),
+                                   lambda e: e.size(0), lambda e: e.dim(), lambda e: len(e),
+                                   lambda e: e.numel()],
+                         ids=["shape", "ndim", "size", "size0", "dim", "len", "numel"])
+def test_encoded_jpeg_refuses_size_queries(tensors, query) -> None:
+    """Third-party code asking an EncodedJpeg for its size fails there, saying what to do."""
+    encoded = EncodedJpeg(tensors["rgb"])
+    with pytest.raises(TypeError, match=r"^(\.shape|\.ndim|len\(\)|size\(\)|dim\(\)|numel\(\)) "
+                                        r"cannot run on an EncodedJpeg: .* Decode it first .*"
+                                        r"canvas_size"):
+        query(encoded)
+    assert encoded.nbytes == len(tensors["rgb"]) and encoded.canvas_size == (257, 256)
+
+
+def test_resized_crop_of_encoded_jpeg_under_compile_is_one_clear_error(tensors) -> None:
+    def crop(image: torch.Tensor) -> torch.Tensor:
+        return F.resized_crop(image, 0, 0, 64, 64, [32, 32])
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"torch.compile cannot take an EncodedJpeg .* decode it "
+                                        r"before the compiled function"):
+        torch.compile(crop, fullgraph=True, backend="aot_eager")(EncodedJpeg(tensors["rgb"]))
