@@ -10,7 +10,9 @@ it, processes take an exclusive file lock (flock, which the kernel releases
 when its holder dies, even by kill -9); the first one builds in a private
 temporary folder and renames the result into place, the others wait, see the
 file, and load it. A build killed halfway leaves only a temporary folder,
-removed by the next build, never a half-written module.
+removed by the next build, never a half-written module, and no compiler: the
+compiler runs under custom_op/_build_guard.py, which kills it when the
+process that started the build dies, even by kill -9.
 
 Failures are remembered. A failed build leaves ``<key>.failed`` beside its
 log ``<key>.log``; every later attempt for the same key, in any process, with
@@ -26,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,8 +115,7 @@ def _compile(root: Path, key: str, target: Path) -> None:
     try:
         command = [sys.executable, str(_build_config.PACKAGE_DIR / "setup.py"), "build_ext",
                    "--build-lib", str(work / "lib"), "--build-temp", str(work / "obj")]
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              cwd=str(_build_config.PACKAGE_DIR))
+        done = _run_guarded(command)
         log_path.write_text(f"$ {' '.join(command)}\n{_build_config.compiler_identity()}\n\n"
                             f"{done.stdout}")
         if done.returncode != 0:
@@ -128,6 +130,33 @@ def _compile(root: Path, key: str, target: Path) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log(f"built in {time.monotonic() - started:.1f} s")
+
+
+def _run_guarded(command: list[str]) -> subprocess.CompletedProcess:
+    """Runs ``command`` (its output captured) so that it and its compilers die with this process.
+
+    On POSIX the command runs under _build_guard.py in a process group of its
+    own: the guard kills the group when this process dies, and this process
+    kills it when it is interrupted (Ctrl-C, an exception). Elsewhere it runs
+    as a plain child.
+    """
+    guarded = os.name == "posix"
+    if guarded:
+        command = [sys.executable, "-I", str(_build_config.PACKAGE_DIR / "_build_guard.py"),
+                   str(os.getpid()), *command]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, cwd=str(_build_config.PACKAGE_DIR),
+                               start_new_session=guarded)
+    try:
+        output, _ = process.communicate()
+    except BaseException:
+        if guarded:
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+        process.wait()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, output)
 
 
 def _failure_message(output: str, log_path: Path) -> str:

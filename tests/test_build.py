@@ -175,6 +175,56 @@ def test_build_killed_halfway_then_built_by_the_command(tmp_path):
     assert not list(tmp_path.glob("tmp-*")), "the stale temporary folder was not removed"
 
 
+def _slow_compiler(folder: Path, pids: Path) -> Path:
+    """A compiler that records its pid and then compiles for ever (a sleep in its place)."""
+    fake = folder / "slow-cc"
+    fake.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case " $* " in *" -c "*)
+            echo $$ >> {pids}
+            exec sleep 300;;
+        esac
+        exec c++ "$@"
+        """))
+    fake.chmod(0o755)
+    return fake
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_compiler_dies_with_a_killed_builder(tmp_path):
+    """kill -9 of the process that builds (not of its group): its compiler must not go on."""
+    pids = tmp_path / "compiler-pids"
+    fake = _slow_compiler(tmp_path, pids)
+    builder = _start(tmp_path / "build", CC=str(fake), CXX=str(fake))
+    compilers: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while not pids.exists() or not pids.read_text().strip():
+            assert time.monotonic() < deadline and builder.poll() is None, "no compiler started"
+            time.sleep(0.05)
+        compilers = [int(line) for line in pids.read_text().split()]
+        os.kill(builder.pid, signal.SIGKILL)
+        builder.communicate(timeout=60)
+        deadline = time.monotonic() + 15
+        while any(_running(pid) for pid in compilers):
+            assert time.monotonic() < deadline, "the compiler outlived its builder"
+            time.sleep(0.05)
+    finally:
+        for pid in compilers:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        if builder.poll() is None:
+            builder.kill()
+
+
 # --------------------------------------------------------------------------
 # Failures: said clearly, remembered per key, retried when something changed.
 # --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from custom_op.prepare import atomic
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare.progress import Progress
 from custom_op._restart_markers import PreparedJpeg
-from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, TEMPORARY_SUFFIX, main, prepare_tree
+from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, PRIVATE_FOLDER, main, prepare_tree
 from synthetic import make_photo, make_smooth_noise
 from _interrupt import interrupt_prepare
 from jpegenc import encode
@@ -127,7 +127,9 @@ def _snapshot(root: pathlib.Path) -> dict[str, tuple[int, int, bytes]]:
 
 
 def _temporaries(root: pathlib.Path) -> list[pathlib.Path]:
-    return [path for path in root.rglob("*") if path.name.endswith(TEMPORARY_SUFFIX)]
+    """The temporary files in DST's private folder (the lock is not one)."""
+    folder = root / PRIVATE_FOLDER
+    return [path for path in folder.iterdir() if path.name != "lock"] if folder.is_dir() else []
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +224,7 @@ def test_outputs_get_the_source_mtime_and_no_temporaries_remain(prepared) -> Non
     assert sorted(_files(dst)) == ALL_FILES
     for name in ALL_FILES:
         assert (dst / name).stat().st_mtime_ns == (src / name).stat().st_mtime_ns, name
-    assert _temporaries(dst) == []
+    assert not (dst / PRIVATE_FOLDER).exists()
 
 
 def test_two_workers_write_what_one_writes(prepared, tmp_path: pathlib.Path) -> None:
@@ -324,12 +326,13 @@ def test_rerun_removes_stale_temporaries_and_completes(tmp_path: pathlib.Path) -
     missing = names[1]
     complete = (dst / missing).read_bytes()
     (dst / missing).unlink()
-    stale = dst / "y" / f".{pathlib.Path(missing).name}.99999{TEMPORARY_SUFFIX}"
+    stale = dst / PRIVATE_FOLDER / "99999-3"
+    stale.parent.mkdir()
     stale.write_bytes(complete[:100])
 
     summary = prepare_tree(src, dst, workers=1, progress=False)
 
-    assert not stale.exists()
+    assert not stale.parent.exists()
     assert summary.stale_removed == 1
     assert (summary.prepared, summary.already_done) == (1, len(names) - 1)
     assert (dst / missing).read_bytes() == complete

@@ -27,7 +27,7 @@ from PIL import Image
 
 import custom_op
 from custom_op._restart_markers import PreparedJpeg
-from custom_op.prepare import NOT_A_JPEG, TEMPORARY_SUFFIX, main
+from custom_op.prepare import NOT_A_JPEG, PRIVATE_FOLDER, main
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, prepare_parquet
 from jpegenc import encode
@@ -187,7 +187,7 @@ def _kill_after_first_file(src: pathlib.Path, dst: pathlib.Path) -> None:
                                stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not ((dst / FILES[0]).exists() and list(dst.rglob(f"*{TEMPORARY_SUFFIX}"))):
+        while not ((dst / FILES[0]).exists() and _temporaries(dst)):
             assert process.poll() is None and time.monotonic() < deadline, "no file written"
             time.sleep(0.01)
         os.kill(process.pid, signal.SIGKILL)
@@ -197,15 +197,20 @@ def _kill_after_first_file(src: pathlib.Path, dst: pathlib.Path) -> None:
             process.kill()
 
 
+def _temporaries(dst: pathlib.Path) -> list[pathlib.Path]:
+    """The temporary files in DST's private folder (the lock is not one)."""
+    folder = dst / PRIVATE_FOLDER
+    return [path for path in folder.iterdir() if path.name != "lock"] if folder.is_dir() else []
+
+
 @pytest.mark.timeout(180)
 def test_resume_after_a_kill(prepared, tmp_path: pathlib.Path) -> None:
     src, reference, _ = prepared
     dst = tmp_path / "dst"
     _kill_after_first_file(src, dst)
     left = sorted(path.name for path in (dst / "data").iterdir())
-    assert len(left) == 2 and "train-00000-of-00002.parquet" in left
-    assert left[0].startswith(".train-00001-of-00002.parquet.")  # the second's temporary
-    assert left[0].endswith(TEMPORARY_SUFFIX)
+    assert left == ["train-00000-of-00002.parquet"]
+    assert len(_temporaries(dst)) == 1  # the second's, in DST's private folder
 
     summary = prepare_parquet(src, dst, workers=1, progress=False)
     assert (summary.stale_removed, summary.already_done, summary.shards_written) == (1, 1, 1)
@@ -226,7 +231,7 @@ def test_a_truncated_file_is_refused_and_nothing_is_written(tmp_path: pathlib.Pa
     assert f"{FILES[1]}: not a parquet file, or truncated" in capsys.readouterr().out
     assert not (tmp_path / "dst" / FILES[1]).exists()
     assert (tmp_path / "dst" / FILES[0]).exists()
-    assert not list((tmp_path / "dst").rglob(f"*{TEMPORARY_SUFFIX}"))
+    assert not (tmp_path / "dst" / PRIVATE_FOLDER).exists()
 
 
 def _binary_table() -> pa.Table:

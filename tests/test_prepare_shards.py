@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 
 import custom_op
-from custom_op.prepare import TEMPORARY_SUFFIX, NOT_A_JPEG, main, prepare_tree
+from custom_op.prepare import PRIVATE_FOLDER, NOT_A_JPEG, main, prepare_tree
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import shards as prepare_shards
 from custom_op._restart_markers import PreparedJpeg
@@ -85,7 +85,9 @@ def _full_decode(data: bytes) -> torch.Tensor:
 
 
 def _temporaries(root: pathlib.Path) -> list[pathlib.Path]:
-    return [path for path in root.rglob("*") if path.name.endswith(TEMPORARY_SUFFIX)]
+    """The temporary files in DST's private folder (the lock is not one)."""
+    folder = root / PRIVATE_FOLDER
+    return [path for path in folder.iterdir() if path.name != "lock"] if folder.is_dir() else []
 
 
 MIXED_MEMBERS = [
@@ -195,7 +197,8 @@ def test_shards_resume_per_shard(tmp_path: pathlib.Path) -> None:
     touched = src / "train-000001.tar"
     newer = touched.stat().st_mtime_ns + 5 * 10**9
     os.utime(touched, ns=(newer, newer))
-    stale = dst / f".train-000002.tar.99999{TEMPORARY_SUFFIX}"
+    stale = dst / PRIVATE_FOLDER / "99999-0"
+    stale.parent.mkdir()
     stale.write_bytes(b"half a shard")
 
     summary = prepare_tree(src, dst, workers=1, progress=False)

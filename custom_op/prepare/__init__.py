@@ -15,9 +15,10 @@ Every file under SRC is written to the same relative path under DST:
   shard member (tar --sparse), are copied as they are without being read
   whole.
 
-The work runs on every core, resumes an interrupted run (an output at least
-as new as its source is kept), never leaves a half-written file or shard
-under a final name, and ends with a summary::
+The work runs on every core, resumes an interrupted run (an output made
+from its source as it is now is kept), never leaves a half-written file or
+shard under a final name, even after a kill or a power cut, keeps the mode
+bits and times of files and folders, and ends with a summary::
 
     python -m custom_op.prepare /data/imagenet/train /data/imagenet-prepared/train --verify
 
@@ -34,16 +35,20 @@ The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
 ``pool`` (worker processes with a bounded queue), ``files`` and ``shards``
 (one file's and one shard's work, in a worker), ``layout`` (--verify's
-check of metadata and trailing bytes), ``atomic`` (temporary names,
-renames, resuming), ``progress`` (the bar), ``summary`` (counts and report),
+check of metadata and trailing bytes), ``workspace`` (DST's lock and
+private folder), ``folders`` (DST's folders, their modes and times),
+``atomic`` (temporary files, durable renames, resuming), ``progress`` (the
+bar), ``summary`` (counts and report),
 ``items`` (the Task and Outcome passed between them). The one-file functions
 themselves are in custom_op/_restart_markers.py.
 """
 
-from .atomic import TEMPORARY_SUFFIX
+from .atomic import PRIVATE_FOLDER
 from .cli import main
 from .files import EMPTY_FILE, NOT_A_JPEG
 from .summary import Summary
 from .tree import prepare_tree
+from .workspace import DestinationBusy
 
-__all__ = ["EMPTY_FILE", "NOT_A_JPEG", "TEMPORARY_SUFFIX", "Summary", "main", "prepare_tree"]
+__all__ = ["EMPTY_FILE", "NOT_A_JPEG", "PRIVATE_FOLDER", "DestinationBusy", "Summary", "main",
+           "prepare_tree"]

@@ -1,48 +1,123 @@
-"""Outputs that are complete or absent: temporary names, atomic renames, and resuming.
+"""Outputs that are complete or absent: temporary files, durable renames, and resuming.
 
-Every output (a file or a whole shard) is written under a hidden temporary
-name beside its final one, stamped with its source's times, then renamed. A
-killed run therefore leaves only complete outputs plus temporaries, which the
-next run deletes. An output at least as new as its source counts as done.
+Every output (a file or a whole shard) is written under a short temporary
+name in DST's private folder (workspace.py), then given its source's
+identity, times and mode bits, flushed to disk (fsync), and renamed to its
+final name. So a killed run, or a power cut, leaves under final names only
+complete outputs, each carrying the identity of the source it was made from;
+the temporaries left over are in the private folder, which the next run
+empties. No source name is ever a temporary's name, and a temporary's name
+does not grow with the source's (a 255-byte name is prepared like any other).
+
+The identity is (size, mtime in ns, inode) of the source as it was listed,
+before it was read, stored in an extended attribute of the output
+(``user.custom_op.source``). An output counts as done only when its recorded
+identity is the source's current one: a source replaced in any way that its
+size, mtime or inode show (``cp -p`` from a backup, an older file moved over
+it, a rewrite that kept the mtime) is prepared again. On a file system that
+keeps no user extended attributes (some NFS mounts, tmpfs before Linux 6.6),
+the output's mtime, which is always its source's, must equal the source's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import itertools
 import os
 import shutil
 from typing import Callable
 
 from .items import Task
 
-#: Every temporary file this tool writes ends so; a run removes the ones a killed run left.
-TEMPORARY_SUFFIX = ".custom_op-tmp"
+#: DST's private folder, holding the lock and the temporary files (see workspace.py).
+PRIVATE_FOLDER = ".custom_op-prepare"
+#: The extended attribute holding the identity of an output's source.
+IDENTITY_ATTRIBUTE = "user.custom_op.source"
+# The identity's format: a version, then the fields; another version never matches.
+_IDENTITY_FORMAT = "1 size={} mtime_ns={} inode={}"
+# Errors that mean "this file system (or platform) keeps no user extended attributes".
+_NO_ATTRIBUTES = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
+_HAS_ATTRIBUTES = hasattr(os, "setxattr")
+
+# Whether outputs are flushed to disk before their rename (prepare_tree's ``fsync``), set in
+# each process by the work function before each task (tree.handle_task).
+_flush = True
 
 
-def temporary_name(destination: str) -> str:
-    """A hidden name beside ``destination``, unique to this process."""
-    folder, name = os.path.split(destination)
-    return os.path.join(folder, f".{name}.{os.getpid()}{TEMPORARY_SUFFIX}")
+def set_flush(enabled: bool) -> None:
+    """Turns the fsync of each output before its rename on or off, in this process."""
+    global _flush
+    _flush = enabled
+
+
+# Temporary names: the process id and a counter, unique within a run (one process writes one
+# temporary at a time, and the run holds DST's lock, so no other run writes there).
+_counter = itertools.count()
+
+
+def destination_root(task: Task) -> str:
+    """DST itself: ``task.destination`` is DST joined with ``task.relative``."""
+    root = task.destination
+    for _ in range(task.relative.count("/") + 1):
+        root = os.path.dirname(root)
+    return root
+
+
+def temporary_name(task: Task) -> str:
+    """A fresh path in DST's private folder for ``task``'s output, as short for any source."""
+    return os.path.join(destination_root(task), PRIVATE_FOLDER, f"{os.getpid()}-{next(_counter)}")
+
+
+def identity(size: int, mtime_ns: int, inode: int) -> bytes:
+    """The recorded identity of a source with these size, mtime and inode."""
+    return _IDENTITY_FORMAT.format(size, mtime_ns, inode).encode("ascii")
 
 
 def replace_atomically(task: Task, write: Callable[[str], None]) -> None:
-    """Has ``write`` fill a temporary file, gives it the source's times, renames it.
+    """Has ``write`` fill a temporary file, finishes it (below) and renames it to its final name.
 
-    The rename is atomic, so the destination is either the old file or the
-    complete new one, even when the process is killed. Setting the mtime before
-    the rename means a file under its final name always has its source's
-    mtime, which is what resuming relies on. Only the times are copied, not the
-    mode (shutil.copystat), which some network file systems refuse to set. When
-    ``write`` raises, the temporary file is removed and nothing is renamed.
+    Finishing: the source's identity is recorded, its access and modification
+    times and mode bits are given to the file, and the file is flushed to disk,
+    all before the rename, so that whatever stands under the final name, even
+    after a kill or a power cut, is a complete output with its source's
+    identity, times and mode. The rename itself becomes durable when the run
+    flushes DST's folders at its end (folders.py). When ``write`` raises, the
+    temporary file is removed and nothing is renamed.
     """
-    temporary = temporary_name(task.destination)
+    temporary = temporary_name(task)
     try:
         write(temporary)
-        os.utime(temporary, ns=task.times_ns)
+        _finish(temporary, task)
         os.replace(temporary, task.destination)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)  # only left when something above failed or was interrupted
+
+
+def _finish(temporary: str, task: Task) -> None:
+    """Identity, times, mode, fsync: on one descriptor, so a read-only mode set last still lets
+    the flush through."""
+    descriptor = os.open(temporary, os.O_RDONLY)
+    try:
+        _record_identity(descriptor, task)
+        os.utime(descriptor, ns=task.times_ns)
+        os.chmod(descriptor, task.mode)
+        if _flush:
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _record_identity(descriptor: int, task: Task) -> None:
+    if not _HAS_ATTRIBUTES:
+        return
+    try:
+        os.setxattr(descriptor, IDENTITY_ATTRIBUTE,
+                    identity(task.size, task.times_ns[1], task.inode))
+    except OSError as error:
+        if error.errno not in _NO_ATTRIBUTES:
+            raise  # e.g. no space left for the attribute: the output must not look done
 
 
 def write_bytes(data: bytes) -> Callable[[str], None]:
@@ -59,25 +134,16 @@ def copy_from(source: str) -> Callable[[str], None]:
     return lambda path: shutil.copyfile(source, path)
 
 
-def remove_stale_temporaries(destination: str) -> int:
-    """Deletes the temporary files a killed run left in ``destination``; returns how many.
-
-    Two runs writing into the same DST at once are not supported: this would
-    delete the other run's files in progress.
-    """
-    removed = 0
-    for folder, _, filenames in os.walk(destination):
-        for name in filenames:
-            if name.startswith(".") and name.endswith(TEMPORARY_SUFFIX):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(folder, name))
-                    removed += 1
-    return removed
-
-
 def is_done(source_stat: os.stat_result, destination: str) -> bool:
-    """Whether ``destination`` is at least as new as its source (written by an earlier run)."""
+    """Whether ``destination`` was made from the source as it is now (see the module's note)."""
+    expected = identity(source_stat.st_size, source_stat.st_mtime_ns, source_stat.st_ino)
+    if _HAS_ATTRIBUTES:
+        try:
+            return os.getxattr(destination, IDENTITY_ATTRIBUTE) == expected
+        except OSError as error:
+            if error.errno not in _NO_ATTRIBUTES:
+                return False  # no output, or one without a record (not ours, or an older tool's)
     try:
-        return os.stat(destination).st_mtime_ns >= source_stat.st_mtime_ns
+        return os.stat(destination).st_mtime_ns == source_stat.st_mtime_ns
     except OSError:
         return False

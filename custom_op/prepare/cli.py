@@ -6,13 +6,15 @@ import argparse
 import os
 import re
 import sys
-from concurrent.futures.process import BrokenProcessPool
 from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .tree import prepare_tree
+from .workspace import DestinationBusy
 
 PROG = "python -m custom_op.prepare"
+#: The exit status when another run is writing into DST.
+BUSY = 3
 
 
 def _positive_int(text: str) -> int:
@@ -51,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                     "shards (*.tar) are rewritten member by member. Other files are copied "
                     "unchanged.",
         epilog="Exit status: 0 done, 1 a file failed verification, could not be read or "
-               "written, or a shard was refused, 2 bad arguments, 130 interrupted (rerun to "
+               "written (or its worker process died), or a shard was refused, 2 bad "
+               "arguments, 3 another run is writing into DST, 130 interrupted (rerun to "
                "resume).")
     parser.add_argument("src", metavar="SRC", help="folder to read, searched recursively")
     parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
@@ -65,7 +68,12 @@ def _parser() -> argparse.ArgumentParser:
                              "a JPEG that needs more is copied unchanged, with the bytes it "
                              "needs as the reason in the summary")
     parser.add_argument("--force", action="store_true",
-                        help="rewrite outputs that are already at least as new as their source")
+                        help="rewrite outputs that are already up to date (made from their "
+                             "source as it is now)")
+    parser.add_argument("--no-fsync", dest="fsync", action="store_false",
+                        help="do not flush each output to disk before its rename (faster where "
+                             "fsync is slow; after a power cut during such a run, rerun it "
+                             "with --force)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (the summary is still printed)")
     # Parquet datasets (custom_op/prepare/parquet.py): the only option of their own.
@@ -84,7 +92,7 @@ def _prepare(args: argparse.Namespace):
     if args.image_column is not None or parquet.holds_parquet(args.src):
         return parquet.prepare_parquet(args.src, args.dst, image_column=args.image_column,
                                        **options)
-    return prepare_tree(args.src, args.dst, **options)
+    return prepare_tree(args.src, args.dst, fsync=args.fsync, **options)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -94,8 +102,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv: The arguments after the program name; default ``sys.argv[1:]``.
 
     Returns:
-        0 when done, 1 after a verification failure, an I/O error or a refused
-        shard, 2 for bad arguments, 130 when interrupted.
+        0 when done, 1 after a verification failure, an I/O error (a worker's
+        death included) or a refused shard, 2 for bad arguments, 3 when another
+        run is writing into DST, 130 when interrupted.
 
     Example:
         >>> main(["photos", "photos-prepared", "--verify", "--quiet"])
@@ -107,12 +116,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
+    except DestinationBusy as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return BUSY
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; the files written are complete, run the same "
               "command again to resume", file=sys.stderr)
         return 130
-    except (OSError, BrokenProcessPool) as error:
+    except (OSError, RuntimeError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 1
-    print(summary.report())
+    _print(summary.report())
     return summary.exit_code
+
+
+def _print(text: str) -> None:
+    """Prints ``text`` whatever stdout's encoding (PYTHONIOENCODING=ascii, a C locale): a
+    character it cannot encode shows as a backslash escape rather than ending the run."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+    print(text)

@@ -38,6 +38,10 @@ class Task(NamedTuple):
     #: The source's times when it was listed, before it was read: stamped on the output, so a
     #: source changed while it was being read looks newer than its output and is redone.
     times_ns: tuple[int, int]
+    #: The source's inode and mode bits when it was listed: the inode is part of the identity
+    #: recorded with the output (atomic.py), the mode is given to the output (as ``cp -p``).
+    inode: int = 0
+    mode: int = 0o644
 
     @property
     def is_shard(self) -> bool:

@@ -48,6 +48,7 @@ from .items import COPIED, ERROR, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, d
 from .progress import Progress
 from .summary import Summary
 from .tree import handle_task
+from .workspace import Workspace
 
 __all__ = ["PARQUET_SUFFIX", "ParquetSummary", "holds_parquet", "prepare_parquet"]
 
@@ -329,27 +330,30 @@ def prepare_parquet(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional
     source, destination = walk.check_folders(src, dst)
     os.makedirs(destination, exist_ok=True)
     summary = ParquetSummary(source, destination)
-    summary.stale_removed = atomic.remove_stale_temporaries(destination)
-    tasks = walk.plan(source, destination, force, summary)
-    summary.parquet_seen = sum(map(is_parquet, tasks)) + _done_parquet(source, destination, tasks)
-    summary.shards_seen += summary.parquet_seen
-    whole = [task for task in tasks if is_parquet(task) or task.is_shard]
-    files = [task for task in tasks if not (is_parquet(task) or task.is_shard)]
-    # The long pieces of work first, one per chunk, as prepare_tree orders its shards.
-    chunks = itertools.chain(([task] for task in whole), pool.chunked(files, workers))
-    bar = Progress(len(tasks), sum(task.size for task in tasks), progress)
+    # DST locked, temporaries in its private folder, as prepare_tree (workspace.py).
+    with Workspace(destination) as space:
+        summary.stale_removed = space.stale_removed
+        tasks = walk.plan(source, destination, force, summary)
+        summary.parquet_seen = (sum(map(is_parquet, tasks))
+                                + _done_parquet(source, destination, tasks))
+        summary.shards_seen += summary.parquet_seen
+        whole = [task for task in tasks if is_parquet(task) or task.is_shard]
+        files = [task for task in tasks if not (is_parquet(task) or task.is_shard)]
+        # The long pieces of work first, one per chunk, as prepare_tree orders its shards.
+        chunks = itertools.chain(([task] for task in whole), pool.chunked(files, workers))
+        bar = Progress(len(tasks), sum(task.size for task in tasks), progress)
 
-    def record(outcomes: list[Outcome]) -> None:
-        summary.record(outcomes)
-        bar.advance(outcomes)
+        def record(outcomes: list[Outcome]) -> None:
+            summary.record(outcomes)
+            bar.advance(outcomes)
 
-    try:
-        if workers == 1 or len(tasks) <= 1:
-            pool.run_inline(chunks, work, verify, record)
-        else:
-            pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
-    finally:
-        bar.close()
+        try:
+            if workers == 1 or len(tasks) <= 1:
+                pool.run_inline(chunks, work, verify, record)
+            else:
+                pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
+        finally:
+            bar.close()
     summary.sort()
     summary.elapsed_seconds = time.perf_counter() - start
     return summary

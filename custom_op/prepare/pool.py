@@ -1,37 +1,58 @@
-"""The worker processes: concurrent.futures with a bounded queue, and a clean Ctrl-C.
+"""The worker processes: chunks of tasks over pipes, a clean Ctrl-C, deaths survived.
 
-Tasks go to the workers in chunks (a list of Tasks each), a few chunks per
-worker in flight at a time, so that a dataset of millions of files is never
-queued whole, no worker waits for work, and an interrupted run drops what has
-not started. The work itself is a function passed in; this module does not
-know what a Task holds.
+Tasks go to the workers in chunks (a list of Tasks each), at most two chunks
+per worker at a time (one running, one waiting in its pipe), so that a
+dataset of millions of files is never queued whole, no worker waits for work,
+and an interrupted run drops what has not started. The work itself is a
+function passed in; this module does not know what a Task holds.
+
+Each worker says when it starts a task and sends back the task's outcomes
+when it ends, so the parent always knows which file each worker is on. When
+a worker dies (the kernel's out-of-memory killer, kill -9, a crash in native
+code), the file it was on is reported as an error that names how it died,
+the tasks it had not started go to the other workers, a new worker takes its
+place, and the run ends with its summary as usual.
+
+Workers die with their parent: on Linux the kernel sends them SIGKILL when it
+dies (prctl PR_SET_PDEATHSIG), and everywhere they check, between two tasks,
+that their parent is still the one that started them. A killed run therefore
+leaves no process writing into DST.
 """
 
 from __future__ import annotations
 
+import collections
+import ctypes
 import multiprocessing
+import multiprocessing.connection
 import multiprocessing.synchronize
+import os
 import signal
 import sys
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
-from .items import Outcome, Task
+from .items import ERROR, Outcome, Task
 
-# Files per chunk: large enough that the round trip through the pool's queues (about 0.1 ms)
-# is small next to the work, small enough that the last chunks keep every core busy and that
-# Ctrl-C, which lets running chunks finish, is answered within a second or so.
+# Files per chunk: large enough that the round trip through the pipes (about 0.1 ms) is small
+# next to the work, small enough that the last chunks keep every core busy and that Ctrl-C,
+# which lets running files finish, is answered within a second or so.
 _MAX_CHUNK = 16
 _CHUNKS_PER_WORKER = 8  # aim: each worker takes this many chunks, so the load balances
-_IN_FLIGHT_PER_WORKER = 2  # submitted chunks per worker: the queue never runs dry, never floods
+_IN_FLIGHT_PER_WORKER = 2  # chunks given to a worker: the one it runs and the next one
+# Workers that die before starting any task, in a row: something is wrong with starting them
+# (not with a file), and starting more would loop for ever.
+_MAX_DEATHS_BEFORE_WORK = 8
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 Work = Callable[[Task, bool], list[Outcome]]
 
-# Set by the parent when it shuts the pool down early (Ctrl-C, an error), so that workers stop
-# between two files instead of finishing the chunks they hold. None in the parent process.
+# Set in each worker: the parent sets it when it stops the run early (Ctrl-C, an error), so that
+# workers stop between two files instead of finishing the chunks they hold. None in the parent.
 _stop_event: Optional[multiprocessing.synchronize.Event] = None
+# A worker's message that it starts the next task of its chunk (outcomes are lists).
+_STARTED = "started"
 
 
 def stop_requested() -> bool:
@@ -46,28 +67,49 @@ def chunked(tasks: Sequence[Task], workers: int) -> Iterator[list[Task]]:
         yield list(tasks[start:start + size])
 
 
-def _handle_chunk(work: Work, tasks: list[Task], verify: bool) -> list[Outcome]:
-    """What a worker runs: ``work`` on each task, until the parent says stop."""
-    outcomes = []
-    for task in tasks:
-        if stop_requested():
-            break
-        outcomes += work(task, verify)
-    return outcomes
+def _die_with_parent(parent: int) -> None:
+    """Has the kernel kill this process when its parent dies (Linux), and exits now if it
+    already has (the signal is only sent for deaths after the request)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl (an unusual libc): the check between tasks remains
+    if os.getppid() != parent:
+        os._exit(1)
 
 
-def _init_worker(stop_event: multiprocessing.synchronize.Event) -> None:
-    """Runs once in each worker process."""
+def _init_worker(stop_event: multiprocessing.synchronize.Event, parent: int) -> None:
+    """Runs once in each worker process, before any task."""
     global _stop_event
+    _die_with_parent(parent)
     _stop_event = stop_event
     # Ctrl-C goes to the whole process group; the parent alone decides what to do (set the stop
-    # event, drop the chunks not started) rather than every worker printing a traceback and
-    # breaking the pool.
+    # event, drop the chunks not started) rather than every worker printing a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # blocked by _submit while the pool forked us
+    if hasattr(signal, "pthread_sigmask"):  # blocked by _start while the parent forked us
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     # One process per core already: torch's own threads would only compete for the same cores.
     torch.set_num_threads(1)
+
+
+def _worker_main(connection: multiprocessing.connection.Connection, work: Work, verify: bool,
+                 stop_event: multiprocessing.synchronize.Event, parent: int) -> None:
+    """A worker's life: chunks in, a _STARTED and the outcomes of each task out, until None."""
+    _init_worker(stop_event, parent)
+    while True:
+        try:
+            chunk = connection.recv()
+        except EOFError:
+            return  # the parent closed the pipe
+        if chunk is None:
+            return
+        for task in chunk:
+            if stop_requested() or os.getppid() != parent:
+                return
+            connection.send(_STARTED)
+            connection.send(work(task, verify))
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -82,53 +124,168 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context()
 
 
-def _submit(pool: ProcessPoolExecutor, *args: Any) -> Future:
-    """pool.submit with SIGINT blocked: the pool forks its workers inside submit, and a Ctrl-C
-    reaching a worker before its initializer ignores SIGINT would print that worker's traceback.
-    Forked workers inherit the block; _init_worker lifts it once SIGINT is ignored."""
+def death_reason(exitcode: Optional[int]) -> str:
+    """Why a worker's file failed, from the worker's exit code (negative: killed by a signal)."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        how = f"killed by {name}"
+        if -exitcode == signal.SIGKILL:
+            how += ", as the kernel's out-of-memory killer does"
+    else:
+        how = f"exit status {exitcode}"
+    return (f"the worker process died while handling it ({how}); nothing was written under "
+            "its name")
+
+
+class _Worker:
+    """One worker process, its pipe, and the chunks it holds (the first one running)."""
+
+    def __init__(self, context: multiprocessing.context.BaseContext, work: Work, verify: bool,
+                 stop_event: multiprocessing.synchronize.Event) -> None:
+        self.connection, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(child, work, verify, stop_event, os.getpid()),
+            daemon=True)
+        _start(self.process)
+        child.close()  # the worker's end: this process keeps only its own
+        self.chunks: collections.deque[list[Task]] = collections.deque()
+        self.finished = 0  # tasks of chunks[0] whose outcomes came back
+        self.started = False  # whether chunks[0][finished] has started
+        self.worked = False  # whether it ever started a task
+
+    def give(self, chunk: list[Task]) -> None:
+        self.chunks.append(chunk)
+        try:
+            self.connection.send(chunk)
+        except OSError:
+            pass  # it died: its sentinel says so, and the chunk is taken back then
+
+    def receive(self, record: Callable[[list[Outcome]], None]) -> None:
+        """Handles every message waiting in the pipe; EOFError when the worker is gone."""
+        while self.connection.poll():
+            message = self.connection.recv()
+            if message == _STARTED:
+                self.started = self.worked = True
+                continue
+            record(message)
+            self.started = False
+            self.finished += 1
+            if self.finished == len(self.chunks[0]):
+                self.chunks.popleft()
+                self.finished = 0
+
+    def take_back(self) -> tuple[Optional[Task], list[list[Task]]]:
+        """After its death: the task it was on (None if between tasks), and those not started."""
+        if not self.chunks:
+            return None, []
+        first = self.chunks.popleft()
+        position = self.finished + self.started
+        lost = first[self.finished] if self.started else None
+        rest = ([first[position:]] if position < len(first) else []) + list(self.chunks)
+        self.chunks.clear()
+        return lost, rest
+
+    def stop(self) -> None:
+        try:
+            self.connection.send(None)
+        except OSError:
+            pass  # already gone
+        self.process.join()
+        self.connection.close()
+
+
+def _start(process: multiprocessing.process.BaseProcess) -> None:
+    """process.start() with SIGINT blocked: a Ctrl-C reaching a worker before it ignores SIGINT
+    would print that worker's traceback. The worker inherits the block; _init_worker lifts it."""
     if not hasattr(signal, "pthread_sigmask"):
-        return pool.submit(*args)
+        process.start()
+        return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        return pool.submit(*args)
+        process.start()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_pool(chunks: Iterator[list[Task]], work: Work, verify: bool, workers: int,
              record: Callable[[list[Outcome]], None]) -> None:
-    """Runs ``work`` over every chunk in ``workers`` processes; ``record`` gets each chunk's outcomes.
+    """Runs ``work`` over every chunk in ``workers`` processes; ``record`` gets each task's
+    outcomes.
 
-    ``work`` must be a module-level function, so that it pickles by name.
+    A worker's death is recorded as an ERROR outcome of the task it was on,
+    and the run goes on with a new worker.
+
+    Raises:
+        RuntimeError: workers keep dying before they start any task.
     """
-    pending: set[Future] = set()
     context = _pool_context()
     stop_event = context.Event()
-    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                               initargs=(stop_event,))
+    crew: list[_Worker] = []
+    returned: collections.deque[list[Task]] = collections.deque()  # taken back from the dead
+    deaths_before_work = 0
     try:
+        crew = [_Worker(context, work, verify, stop_event) for _ in range(workers)]
         while True:
-            while len(pending) < workers * _IN_FLIGHT_PER_WORKER:
-                chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                pending.add(_submit(pool, _handle_chunk, work, chunk, verify))
-            if not pending:
+            for worker in crew:
+                while len(worker.chunks) < _IN_FLIGHT_PER_WORKER:
+                    chunk = returned.popleft() if returned else next(chunks, None)
+                    if chunk is None:
+                        break
+                    worker.give(chunk)
+            busy = [worker for worker in crew if worker.chunks]
+            if not busy:
                 break
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                record(future.result())
+            ready = set(multiprocessing.connection.wait(
+                [worker.connection for worker in busy]
+                + [worker.process.sentinel for worker in busy]))
+            for worker in busy:
+                if not _alive_after_reading(worker, ready, record):
+                    returned.extendleft(reversed(_bury(worker, record)))
+                    deaths_before_work = 0 if worker.worked else deaths_before_work + 1
+                    if deaths_before_work >= _MAX_DEATHS_BEFORE_WORK:
+                        raise RuntimeError(
+                            f"{deaths_before_work} worker processes in a row died before "
+                            f"starting any work (the last: "
+                            f"{death_reason(worker.process.exitcode)})")
+                    crew[crew.index(worker)] = _Worker(context, work, verify, stop_event)
     finally:
         # Normally every chunk is done by now. After Ctrl-C, the chunks not yet started are
         # dropped and the running ones stop after their current file, which is written under a
         # temporary name and renamed, so no partial file remains under a final name.
         stop_event.set()
-        pool.shutdown(wait=True, cancel_futures=True)
+        for worker in crew:
+            if not worker.connection.closed:
+                worker.stop()
+
+
+def _alive_after_reading(worker: _Worker, ready: set,
+                         record: Callable[[list[Outcome]], None]) -> bool:
+    """Records what ``worker`` sent, if ``wait`` said so; False when it has died."""
+    if worker.process.sentinel not in ready and worker.connection not in ready:
+        return True
+    try:
+        worker.receive(record)
+    except EOFError:
+        return False  # the pipe closed: the process is gone or going
+    return worker.process.sentinel not in ready
+
+
+def _bury(worker: _Worker, record: Callable[[list[Outcome]], None]) -> list[list[Task]]:
+    """After a worker's death: fails the task it was on; the chunks it had not started."""
+    worker.process.join()
+    worker.connection.close()
+    lost, rest = worker.take_back()
+    if lost is not None:
+        record([Outcome(lost.relative, ERROR, death_reason(worker.process.exitcode), lost.size)])
+    return rest
 
 
 def run_inline(chunks: Iterator[list[Task]], work: Work, verify: bool,
                record: Callable[[list[Outcome]], None]) -> None:
-    """The same as run_pool in this process: for one worker, or one task."""
+    """The same as run_pool in this process, for one worker (a kill of it ends the run)."""
     for chunk in chunks:
         for task in chunk:
             record(work(task, verify))

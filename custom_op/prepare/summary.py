@@ -11,6 +11,7 @@ Files of SRC are counted once each: in ``already_done``, ``errors`` or
 from __future__ import annotations
 
 import dataclasses
+import re
 import statistics
 from typing import Iterable, Optional, Sequence
 
@@ -18,6 +19,9 @@ from .items import (COPIED, OTHER_MEMBER, PREPARED, SHARD_REFUSED, SHARD_WRITTEN
                     Outcome)
 
 _REPORT_PATHS = 10  # paths shown per reason in the report
+# Lone surrogates: what Python makes of a file name's bytes that are not valid in the file
+# system's encoding (os.fsdecode's surrogateescape). No encoding can print them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclasses.dataclass
@@ -135,7 +139,14 @@ class Summary:
             pairs_or_paths.sort()
 
     def report(self) -> str:
-        """The summary as lines of text, as ``python -m custom_op.prepare`` prints it."""
+        """The summary as lines of text, as ``python -m custom_op.prepare`` prints it.
+
+        A byte of a file name that is not valid in the file system's encoding
+        shows as ``\\xNN`` (see printable), so the text encodes in UTF-8.
+        """
+        return printable("\n".join(self._lines()))
+
+    def _lines(self) -> list[str]:
         lines = [f"custom_op.prepare: {self.source} -> {self.destination}",
                  f"files seen           {self.files_seen}" + self._shards_seen_note()]
         if self.shards_seen:
@@ -167,7 +178,7 @@ class Summary:
                      f"{self.files_per_second:.1f} files/s, {self.megabytes_per_second:.1f} MB/s "
                      "of input")
         lines += self._larger_note()
-        return "\n".join(lines)
+        return lines
 
     def _shards_seen_note(self) -> str:
         return f" ({self.shards_seen} of them tar shards)" if self.shards_seen else ""
@@ -186,6 +197,23 @@ class Summary:
         return ([f"note: {len(self.larger)} prepared files came out larger than their input "
                  "(written all the same, same pixels; progressive inputs usually grow):"]
                 + _indented_paths(self.larger))
+
+
+def printable(text: str) -> str:
+    """``text`` with each undecodable byte of a file name (a lone surrogate) as ``\\xNN``.
+
+    Example:
+        >>> printable(os.fsdecode(b"caf\\xe9.jpg"))  # a Latin-1 name on a UTF-8 system
+        'caf\\\\xe9.jpg'
+    """
+    return _SURROGATE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's range: one byte of the original name
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
 
 
 def _megabytes(count: int) -> str:

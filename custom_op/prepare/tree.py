@@ -1,8 +1,10 @@
 """prepare_tree: one run over SRC, from the checks to the Summary.
 
-It checks SRC and DST, removes a killed run's temporaries, plans the files
-still to do, hands plain files to the workers in chunks and each tar shard
-whole to one worker, and counts what comes back.
+It checks SRC and DST, locks DST (workspace.py: one run at a time, and a
+killed run's temporaries removed), plans the files still to do, creates DST's
+folders, hands plain files to the workers in chunks and each tar shard whole
+to one worker, counts what comes back, and gives the folders their final
+modes and times, flushed to disk (folders.py).
 """
 
 from __future__ import annotations
@@ -14,16 +16,19 @@ import time
 from typing import Optional
 
 from .._decode import DEFAULT_MAX_MEMORY, _as_limit
-from . import atomic, pool, walk
+from . import atomic, folders, pool, walk
 from .files import handle_file
 from .items import Outcome, Task
 from .progress import Progress
 from .shards import handle_shard
 from .summary import Summary
+from .workspace import Workspace
 
 
-def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> list[Outcome]:
+def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
+                fsync: bool = True) -> list[Outcome]:
     """What a worker does with one Task: a shard as a whole, or a plain file."""
+    atomic.set_flush(fsync)
     if task.is_shard:
         return handle_shard(task, verify, max_memory)
     return [handle_file(task, verify, max_memory)]
@@ -32,7 +37,7 @@ def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) 
 def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
                  verify: bool = False, force: bool = False,
                  progress: Optional[bool] = None,
-                 max_memory: int = DEFAULT_MAX_MEMORY) -> Summary:
+                 max_memory: int = DEFAULT_MAX_MEMORY, fsync: bool = True) -> Summary:
     """Prepares every JPEG under ``src`` for seeking into the same relative path under ``dst``.
 
     JPEGs (by content) are rewritten by :func:`custom_op.prepare_jpeg`, with
@@ -40,19 +45,25 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     copied unchanged and listed in the summary with the reason. A tar shard
     (``*.tar``) becomes a tar of the same members in the same order, its JPEG
     members prepared the same way; one worker writes a whole shard, so its
-    bytes do not depend on ``workers``. Outputs get their source's access and
-    modification times, and an output whose mtime is at least its source's is
-    taken as done by an earlier run and left alone, unless ``force``. Each
-    output is written under a temporary name (``.NAME.PID.custom_op-tmp``) and
-    renamed, so an interrupted run leaves only complete files and shards; the
-    next run removes the temporaries and goes on.
+    bytes do not depend on ``workers``. Outputs and folders get their source's
+    mode bits, access and modification times (as ``cp -p``). Each output
+    records its source's identity (size, mtime, inode), and an output whose
+    source still has that identity is taken as done by an earlier run and left
+    alone, unless ``force``. Each output is written under a temporary name in
+    ``DST/.custom_op-prepare/``, flushed to disk and renamed, so an
+    interrupted run (or a power cut) leaves only complete files and shards;
+    the next run removes the temporaries and goes on. That folder also holds
+    a lock: a second run into the same DST stops with DestinationBusy. A
+    worker process that dies (the out-of-memory killer, kill -9) is reported
+    as an error of the file it was handling, and the run goes on.
 
     Args:
         src: The folder to read, searched recursively (symbolic links followed).
         dst: The folder to write; created if missing. It must not be ``src``,
             lie inside it, or contain it.
         workers: Processes to use; default ``os.cpu_count()``. 1 does the work
-            in this process.
+            in this process, where a kill (the OOM killer) ends the run; with
+            2 or more, a worker's death fails only the file it was on.
         verify: Decode every prepared file and its input in full and require
             identical pixels, and check that the output is seekable. A file
             that fails is replaced by a copy of its input and listed in
@@ -65,6 +76,11 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
             about 2 bytes per pixel and component, plus the file. A JPEG
             that needs more is copied unchanged and listed in
             ``Summary.copied`` under a reason that names the bytes it needs.
+        fsync: Flush each output to disk before its rename, and every folder
+            at the end, so that a power cut never leaves a partial file under
+            a final name and a finished run is on disk. False skips the
+            flushes (faster on disks where fsync is slow); after a power cut
+            during such a run, rerun it with ``force``.
 
     Returns:
         A :class:`Summary`; ``summary.report()`` is its text and
@@ -76,6 +92,8 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         ValueError: ``src`` is not a folder, ``dst`` is ``src`` or inside it (or
             contains it), ``workers`` < 1, or ``max_memory`` < 1.
         TypeError: ``max_memory`` is not an int.
+        custom_op.prepare.workspace.DestinationBusy: another run is writing
+            into ``dst`` (the message names its pid).
         OSError: ``dst`` cannot be created. Errors on single files are listed
             in the summary instead.
         KeyboardInterrupt: the run was interrupted; every output written so far
@@ -91,12 +109,32 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         raise ValueError(f"prepare_tree(): workers must be an int >= 1, got {workers!r}")
     max_memory = _as_limit("prepare_tree", "max_memory", max_memory)
     # A partial of a module-level function pickles by name, so it reaches the workers.
-    work = functools.partial(handle_task, max_memory=max_memory)
+    work = functools.partial(handle_task, max_memory=max_memory, fsync=fsync)
     source, destination = walk.check_folders(src, dst)
-    os.makedirs(destination, exist_ok=True)
+    # DST itself gets SRC's mode and times, as `rsync -a SRC/ DST/` gives them.
+    root = folders.source_folder(source, destination, "")
+    assert root is not None, "check_folders found SRC a folder"
+    os.makedirs(os.path.dirname(destination), exist_ok=True)
+    folders.make_writable([root])
     summary = Summary(source, destination)
-    summary.stale_removed = atomic.remove_stale_temporaries(destination)
-    tasks = walk.plan(source, destination, force, summary)
+    with Workspace(destination) as space:
+        summary.stale_removed = space.stale_removed
+        _run(source, destination, work, verify, force, workers, progress, summary, fsync)
+    # The private folder is gone (workspace.py); now DST can get its final mode and times.
+    folders.finish([root], also_flush=[os.path.dirname(destination)], flush=fsync)
+    summary.sort()
+    summary.elapsed_seconds = time.perf_counter() - start
+    return summary
+
+
+def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bool,
+         workers: int, progress: Optional[bool], summary: Summary, fsync: bool) -> None:
+    """Plans, makes the folders, runs the work and finishes the folders; DST is locked."""
+    relatives: list[str] = []
+    tasks = walk.plan(source, destination, force, summary, relatives)
+    below = [folder for folder in (folders.source_folder(source, destination, relative)
+                                   for relative in relatives) if folder is not None]
+    folders.make_writable(below)
     shards = [task for task in tasks if task.is_shard]
     files = [task for task in tasks if not task.is_shard]
     # Shards first, one per chunk: the longest pieces of work start early, so the files fill
@@ -109,12 +147,12 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         bar.advance(outcomes)
 
     try:
-        if workers == 1 or len(tasks) <= 1:
+        if workers == 1:
             pool.run_inline(chunks, work, verify, record)
-        else:
+        elif tasks:
+            # Worker processes even for one task: a worker that dies (the OOM killer) is an
+            # error of its file, where this process dying would end the run without a summary.
             pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
     finally:
         bar.close()
-    summary.sort()
-    summary.elapsed_seconds = time.perf_counter() - start
-    return summary
+    folders.finish(below, also_flush=[], flush=fsync)

@@ -2,21 +2,30 @@
 
 SRC and DST must not contain each other. The walk yields every file under SRC
 in sorted order, following symbolic links as ImageFolder does, except links
-that lead around a cycle or into DST. The plan turns each file into a Task,
-unless its output is already up to date. Nothing here reads a file's content.
+that lead around a cycle or into DST, and lists the folders on the way. The
+plan turns each file into a Task, unless its output is already up to date.
+Nothing here reads a file's content.
+
+One name is refused at the top of SRC: ``.custom_op-prepare``, which is DST's
+private folder (workspace.py); an entry of SRC so named is an error of the
+summary, never written.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from typing import Iterator, Union
+from typing import Iterator, Optional, Union
 
 from . import atomic
+from .atomic import PRIVATE_FOLDER
 from .items import Task, describe
 from .summary import Summary
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+RESERVED = (f"reserved name: python -m custom_op.prepare keeps its lock and temporary files in "
+            f"DST/{PRIVATE_FOLDER}; rename this entry of SRC to have it prepared")
 
 
 def _is_within(path: str, folder: str) -> bool:
@@ -42,12 +51,15 @@ def check_folders(src: PathLike, dst: PathLike) -> tuple[str, str]:
     return source, destination
 
 
-def walk(source: str, exclude: str, errors: list[tuple[str, str]]) -> Iterator[str]:
+def walk(source: str, exclude: str, errors: list[tuple[str, str]],
+         folders: Optional[list[str]] = None) -> Iterator[str]:
     """Relative paths of every file under ``source``, in sorted order.
 
     Symbolic links are followed, as ImageFolder follows them, except links back
     to a folder on the current path (a cycle) or into ``exclude`` (DST). A
-    folder that cannot be listed is added to ``errors``.
+    folder that cannot be listed is added to ``errors``, and so is an entry at
+    the top named like DST's private folder. The relative path of every folder
+    below ``source`` is appended to ``folders`` as the walk enters it.
     """
     # Real paths of each visited folder and its ancestors: a link to one of them is a cycle.
     chains = {source: (source,)}
@@ -57,6 +69,10 @@ def walk(source: str, exclude: str, errors: list[tuple[str, str]]) -> Iterator[s
 
     for folder, dirnames, filenames in os.walk(source, onerror=on_error, followlinks=True):
         chain = chains.pop(folder)
+        if folder == source:
+            _refuse_reserved(dirnames, filenames, errors)
+        elif folders is not None:
+            folders.append(_relative(folder, source))
         kept = []
         for name in sorted(dirnames):
             real = os.path.realpath(os.path.join(folder, name))
@@ -68,14 +84,27 @@ def walk(source: str, exclude: str, errors: list[tuple[str, str]]) -> Iterator[s
             yield _relative(os.path.join(folder, name), source)
 
 
+def _refuse_reserved(dirnames: list[str], filenames: list[str],
+                     errors: list[tuple[str, str]]) -> None:
+    """Takes DST's private folder name out of SRC's top level, as an error."""
+    for names in (dirnames, filenames):
+        if PRIVATE_FOLDER in names:
+            names.remove(PRIVATE_FOLDER)
+            errors.append((PRIVATE_FOLDER, RESERVED))
+
+
 def _relative(path: str, root: str) -> str:
     return os.path.relpath(path, root).replace(os.sep, "/")
 
 
-def plan(source: str, destination: str, force: bool, summary: Summary) -> list[Task]:
-    """The files still to handle; counts the others (done, unreadable) in ``summary``."""
+def plan(source: str, destination: str, force: bool, summary: Summary,
+         folders: Optional[list[str]] = None) -> list[Task]:
+    """The files still to handle; counts the others (done, unreadable) in ``summary``.
+
+    The folders under ``source`` are appended to ``folders`` (see walk).
+    """
     tasks = []
-    for relative in walk(source, destination, summary.errors):
+    for relative in walk(source, destination, summary.errors, folders):
         summary.files_seen += 1
         path = os.path.join(source, relative)
         target = os.path.join(destination, relative)
@@ -85,7 +114,8 @@ def plan(source: str, destination: str, force: bool, summary: Summary) -> list[T
             summary.errors.append((relative, describe(error)))
             continue
         task = Task(relative, path, target, status.st_size,
-                    (status.st_atime_ns, status.st_mtime_ns))
+                    (status.st_atime_ns, status.st_mtime_ns), status.st_ino,
+                    stat.S_IMODE(status.st_mode))
         summary.shards_seen += task.is_shard
         if not stat.S_ISREG(status.st_mode):
             summary.errors.append((relative, "not a regular file (a FIFO or device?)"))
