@@ -146,8 +146,9 @@ def test_without_transform_jpegs_stay_encoded_and_others_are_decoded(tree: pathl
         assert data.shape == expected.shape and data.is_contiguous()
         assert torch.equal(data, expected)
     else:
-        assert data.dtype == torch.uint8 and data.dim() == 1
-        assert bytes(data.numpy()) == path.read_bytes()
+        assert isinstance(data, custom_op.EncodedJpeg) and data.dtype == torch.uint8
+        assert data.nbytes == path.stat().st_size
+        assert bytes(data.as_subclass(torch.Tensor).numpy()) == path.read_bytes()
 
 
 def test_decoded_files_take_the_same_window(tree: pathlib.Path) -> None:
