@@ -462,6 +462,7 @@ def test_sdk_v3_builds_the_torchrun_job(sdk_v3_python, tmp_path):
     assert job["role"] == "arn:aws:iam::111122223333:role/Example"
     assert job["output_path"] == "s3://example-bucket/out"
     assert job["max_runtime_in_seconds"] == 14400
+    assert "placeholders" not in job  # everything --no-submit could fill in was given
 
 
 def test_sdk_v3_builds_a_single_process_job_on_a_custom_image(sdk_v3_python, tmp_path):
