@@ -30,6 +30,8 @@ CLASSES = ("cats", "dogs")
 IMAGES_PER_CLASS = 8
 IMAGE_SIZE = (480, 640)
 CROP = 224
+#: Seconds the DataLoader waits for a batch before the check fails (a stuck worker).
+LOADER_TIMEOUT_S = 120
 
 
 def _step(title: str, action: Callable[[], str]) -> None:
@@ -104,8 +106,10 @@ def _run_loader(root: Path, seconds: float, workers: int) -> str:
 
     dataset = custom_op.JpegFolder(str(root), transform=v2.Compose([
         v2.RandomResizedCrop(CROP), v2.RandomHorizontalFlip()]))
+    # A timeout: a worker that dies or stalls fails the check instead of hanging it.
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True,
-                                         num_workers=workers, persistent_workers=workers > 0)
+                                         num_workers=workers, persistent_workers=workers > 0,
+                                         timeout=LOADER_TIMEOUT_S if workers > 0 else 0)
     images = batches = 0
     start = time.perf_counter()
     while True:
