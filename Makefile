@@ -1,4 +1,6 @@
-# make test   - create .venv if missing, install what is needed, build, run the tests
+# make check  - create .venv if missing, install what is needed, build, then a quick
+#               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
+# make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
@@ -15,9 +17,14 @@ TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 endif
 DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-dev.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# pytest-xdist workers (one per core by default); tests that must not share the
+# machine with each other are grouped with xdist_group, which --dist loadgroup keeps
+# on one worker.
+PYTEST_WORKERS ?= auto
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
 BENCH_ARGS ?=
 
-.PHONY: all test bench bench-photos deps jpeg-headers clean
+.PHONY: all check test bench bench-photos deps jpeg-headers clean
 
 all: test
 
@@ -50,8 +57,13 @@ jpeg-headers:
 	  exit 1; \
 	fi
 
+# A real photo for the check to decode when the benchmark's are installed.
+CHECK_PHOTO := $(wildcard /usr/share/backgrounds/Bridge_by_Sander_Klootwijk.jpg)
+check: deps
+	$(PY) -m custom_op.check $(if $(CHECK_PHOTO),--photo $(CHECK_PHOTO))
+
 test: deps
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
 

@@ -7,8 +7,7 @@ custom_op/_loader.py and docs/install.md). The parts that need torchvision
 so the decode functions alone do not pay for importing torchvision.
 """
 
-import importlib
-from typing import Any
+import importlib as _importlib
 
 from ._errors import JpegDecodeError
 from ._loader import native as _C
@@ -32,18 +31,20 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'custom_op' has no attribute {name!r}")
     module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name, __name__)
+    module = _importlib.import_module(module_name, __name__)
     value = module if attribute is None else getattr(module, attribute)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | set(_LAZY))
+    # The API only: the private submodules, _C and the helpers above stay
+    # reachable by name but do not clutter dir() or tab completion.
+    return sorted(__all__ + ["__version__"])
 
 
 __all__ = [
@@ -63,3 +64,7 @@ __all__ = [
     "datasets",
 ]
 __version__ = "0.1.0"
+
+# Tracebacks and reprs name the exception where users import it from; pickling
+# finds it there too (the native extension raises this same class).
+JpegDecodeError.__module__ = __name__

@@ -27,7 +27,11 @@ independent copy of the whole job.
 
 ``--dry-run`` prints the job as JSON without importing the SDK or contacting
 AWS; ``--no-submit`` builds the SDK's job object (resolving the image URI and
-checking the arguments the SDK's way) and prints it, starting nothing.
+checking the arguments the SDK's way) and prints it, starting nothing. It
+needs no AWS configuration either: a missing region, role or output path is
+filled with a placeholder, named on stderr with what to set for a real launch
+(sdk_jobs.offline_plan). When the SDK or AWS fails, the launcher says in one
+line what to set (AWS_DEFAULT_REGION, credentials, --role, --output-path).
 """
 
 from __future__ import annotations
@@ -336,13 +340,21 @@ def run_plan(args: argparse.Namespace, kind: str, files: dict[str, Path], make_p
                 "source_dir_files": listed_files(source_dir),
             }, indent=2))
             return
-        job = sdk(plan)
         if args.no_submit:
-            print(job.describe())
+            plan = sdk_jobs.offline_plan(plan, "output_path" if "output_path" in plan else None)
+        with sdk_jobs.aws_errors_in_one_line("build"):
+            job = sdk(plan)
+        if args.no_submit:
+            described = json.loads(job.describe())
+            if plan["placeholders"]:
+                described["placeholders"] = plan["placeholders"]
+            print(json.dumps(described, indent=2))
             return
         prog = Path(sys.argv[0]).name  # launch.py or launch_prepare.py
         print(f"{prog}: {announce}", flush=True)
-        print(f"{prog}: {job.submit(wait=args.wait)}", flush=True)
+        with sdk_jobs.aws_errors_in_one_line("submit"):
+            report = job.submit(wait=args.wait)
+        print(f"{prog}: {report}", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,16 +9,23 @@ plan, so they start the same job. Nothing here talks to AWS until
 ``submit``: building the object resolves the image URI from the SDK's bundled
 tables, and with a role ARN given (and the SDK's own role check switched off
 by SAGEMAKER_VALIDATE_ROLE=false) it needs no network at all.
+
+``--no-submit`` builds the job with no AWS configuration at all
+(offline_plan): what the SDK would otherwise ask AWS for (the region, the
+caller's role, the default bucket) is filled with a placeholder named on
+stderr, with the setting that replaces it. Failures of the SDK or of AWS
+become one line saying what to set (aws_errors_in_one_line).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import json
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 SDK_REQUIREMENT = "sagemaker>=3"
 
@@ -34,6 +41,107 @@ def installed_sdk(kind: str = "training") -> type:
     if major < 2:
         _missing(f"version {version} is too old")
     return JOB_CLASSES[kind][min(major, 3)]
+
+
+#: What --no-submit puts where AWS configuration is missing: a region, a role and a bucket
+#: that are recognisably not anyone's (account 000000000000).
+PLACEHOLDER_REGION = "us-east-1"
+PLACEHOLDER_ROLE = "arn:aws:iam::000000000000:role/placeholder-pass-role"
+PLACEHOLDER_BUCKET = "s3://sagemaker-placeholder-000000000000"
+
+
+def configured_region() -> str | None:
+    """The AWS region boto3 would use (environment, ~/.aws/config, profile), or None."""
+    import boto3
+
+    return boto3.session.Session().region_name
+
+
+def offline_plan(plan: dict, output_key: str | None) -> dict:
+    """The plan with placeholders where --no-submit has no AWS configuration to ask.
+
+    Without a region one is set in the environment (the SDK reads it there);
+    the SDK's role check is switched off; a missing role, and the output path
+    (``plan[output_key]``) when missing, get placeholders. Each placeholder is
+    named on stderr with the setting that replaces it; the returned plan
+    lists them under "placeholders".
+    """
+    prog = _prog()
+    placeholders = {}
+    if configured_region() is None:
+        os.environ["AWS_DEFAULT_REGION"] = PLACEHOLDER_REGION
+        placeholders["region"] = (PLACEHOLDER_REGION, "set AWS_DEFAULT_REGION (or a region in "
+                                                      "~/.aws/config)")
+    os.environ["SAGEMAKER_VALIDATE_ROLE"] = "false"  # the check asks STS who we are
+    plan = dict(plan)
+    if not plan["role"]:
+        plan["role"] = PLACEHOLDER_ROLE
+        placeholders["role"] = (PLACEHOLDER_ROLE, "pass --role ROLE_ARN (or set SAGEMAKER_ROLE)")
+    if output_key is not None and not plan[output_key]:
+        plan[output_key] = f"{PLACEHOLDER_BUCKET}/{plan['base_job_name']}"
+        placeholders["output_path"] = (plan[output_key], "pass --output-path s3://BUCKET/PREFIX "
+                                                         "(a real launch uses the SDK's default "
+                                                         "bucket)")
+    for name, (value, how) in placeholders.items():
+        print(f"{prog}: --no-submit: no {name.replace('_', ' ')} configured, building with "
+              f"{value}; for a real "
+              f"launch, {how}", file=sys.stderr)
+    plan["placeholders"] = {name: value for name, (value, _) in placeholders.items()}
+    return plan
+
+
+#: botocore's exception class name -> what to set, for the one-line messages.
+_WHAT_TO_SET = {
+    "NoRegionError": "no AWS region is configured: set AWS_DEFAULT_REGION (or a region in "
+                     "~/.aws/config)",
+    "NoCredentialsError": "no AWS credentials were found: run aws configure, or set AWS_PROFILE "
+                          "or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    "PartialCredentialsError": "the AWS credentials are incomplete: set both AWS_ACCESS_KEY_ID "
+                               "and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE)",
+    "NoAuthTokenError": "the AWS SSO session has expired: run aws sso login",
+    "TokenRetrievalError": "the AWS SSO session has expired: run aws sso login",
+    "EndpointConnectionError": "AWS could not be reached (network, or AWS_DEFAULT_REGION names "
+                               "no such region)",
+}
+
+
+def _what_to_set(error: BaseException, stage: str) -> str | None:
+    """The one-line advice for an SDK failure while ``stage`` ran, or None if unknown."""
+    name = type(error).__name__
+    text = str(error)
+    if name in _WHAT_TO_SET:
+        return _WHAT_TO_SET[name]
+    if "region" in text.lower() and isinstance(error, ValueError):
+        return _WHAT_TO_SET["NoRegionError"]
+    if name == "ClientError":
+        code = getattr(error, "response", {}).get("Error", {}).get("Code", "?")
+        if code in ("ExpiredToken", "ExpiredTokenException", "InvalidClientTokenId",
+                    "UnrecognizedClientException", "SignatureDoesNotMatch"):
+            return f"AWS refused the credentials ({code}): refresh them (aws configure, aws " \
+                   f"sso login) or set AWS_PROFILE"
+        if stage == "build":
+            return (f"AWS refused a request while building the job ({code}: {text}); pass "
+                    f"--role ROLE_ARN and --output-path s3://BUCKET/PREFIX so that nothing "
+                    f"needs looking up")
+        return f"AWS refused the job ({code}): {text}"
+    return None
+
+
+@contextlib.contextmanager
+def aws_errors_in_one_line(stage: str) -> Iterator[None]:
+    """Turns the SDK's known AWS configuration failures into SystemExit with one line saying
+    what to set; anything else propagates unchanged. ``stage``: "build" or "submit"."""
+    try:
+        yield
+    except SystemExit:
+        raise
+    except Exception as error:  # noqa: BLE001  (botocore's classes are not importable here)
+        advice = _what_to_set(error, stage)
+        if advice is None:
+            raise
+        doing = "building the job" if stage == "build" else "starting the job"
+        raise SystemExit(f"{_prog()}: {doing} failed: {advice}. (--dry-run and --no-submit "
+                         f"need no AWS configuration.)") from None
 
 
 def _missing(why: str, error: Exception | None = None) -> None:

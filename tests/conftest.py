@@ -16,6 +16,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -24,6 +27,7 @@ from PIL import Image
 
 from synthetic import make_checkerboard, make_photo, make_smooth_noise
 from jpegenc import encode
+import _sdk_venvs
 
 Recipe = dict[str, Any]
 
@@ -208,6 +212,39 @@ def pillow_photo() -> bytes:
     Image.fromarray(make_photo(533, 800, seed=2024)).save(buffer, format="JPEG", quality=90,
                                                           subsampling="4:2:0")
     return buffer.getvalue()
+
+
+#: The background build of the SDK venvs, started by the session (see _sdk_venvs.py).
+_sdk_build: subprocess.Popen | None = None
+
+
+def _runs_the_sdk_tests(config: pytest.Config) -> bool:
+    """Whether the run's paths include tests/test_sagemaker*.py (the whole folder included)."""
+    tests = Path(__file__).resolve().parent
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [tests]
+    return any(path in (tests, *tests.parents) or path.name.startswith("test_sagemaker")
+               for path in paths)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With parallel workers (make test), builds the missing SDK venvs in the background from
+    the start, so that their minutes of pip overlap the other tests instead of holding up the
+    worker that first needs one. A run in one process builds them when a test asks."""
+    global _sdk_build
+    config = session.config
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        return  # an xdist worker (its controller starts the build), or no xdist
+    if not _runs_the_sdk_tests(config) or not _sdk_venvs.missing():
+        return
+    _sdk_venvs.VENVS.mkdir(exist_ok=True)
+    with open(_sdk_venvs.VENVS / "sdk-venvs-build.log", "w") as log:
+        _sdk_build = subprocess.Popen([sys.executable, _sdk_venvs.__file__], stdout=log,
+                                      stderr=subprocess.STDOUT)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _sdk_build is not None:
+        _sdk_build.wait()  # the tests needing it have waited for it already, under its lock
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,6 +21,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_LINE = "building the native extension"
+#: The README's install command, which these tests run (with --no-index, and a path for ".").
+README_PIP_INSTALL = ("install", "--no-build-isolation")
 #: What pip needs to build and install the package: no tests, no build products.
 SOURCE_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE")
 IGNORED = shutil.ignore_patterns("_build", "_prebuilt", "__pycache__", "*.egg-info", "*.so")
@@ -90,8 +92,7 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = _clean_env(tmp_path)
-    installed = venv.pip("install", "--no-build-isolation", "--no-index", str(source), env=env,
-                         cwd=elsewhere)
+    installed = venv.pip(*README_PIP_INSTALL, "--no-index", str(source), env=env, cwd=elsewhere)
     assert installed.returncode == 0, installed.stdout + installed.stderr
     package = venv.site / "custom_op"
     assert len(list(package.glob("_prebuilt/*/_C*.so"))) == 1
@@ -112,6 +113,12 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
                        "runpy.run_module('custom_op.prepare', run_name='__main__')",
                        env=env, cwd=elsewhere)
     assert prepare.returncode == 0 and "usage" in prepare.stdout, prepare.stderr
+    # The README's next command: the quick check, from outside the checkout, on the install.
+    checked = subprocess.run([str(venv.python), "-m", "custom_op.check", "--seconds", "1"],
+                             env=env, cwd=elsewhere, capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"extension from {package / '_prebuilt'}" in checked.stdout, checked.stdout
+    assert checked.stdout.rstrip().endswith("all good") and BUILD_LINE not in checked.stderr
 
     # The environment changes under the installed build (here: another libjpeg prefix,
     # as a torch upgrade would): the first call builds again, into the user cache.

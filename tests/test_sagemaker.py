@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+import _sdk_venvs
+
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
 BUILDING = "building the native extension"
@@ -384,34 +386,14 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def sdk_venv(requirement: str, name: str) -> Path:
-    """The python of REPO/.venv/<name>, a venv holding ``requirement``, made once."""
-    import filelock
-
-    root = REPO / ".venv" / name
-    python = root / "bin" / "python"
-    stamp = root / f".installed-{requirement}"
-    root.parent.mkdir(exist_ok=True)
-    with filelock.FileLock(str(root) + ".lock"):
-        if not stamp.exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True,
-                           timeout=300)
-            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
-                                   "--disable-pip-version-check", requirement],
-                                  capture_output=True, text=True, timeout=1500)
-            assert done.returncode == 0, done.stdout + done.stderr
-            stamp.touch()
-    return python
-
-
 @pytest.fixture(scope="module")
 def sdk_v3_python() -> Path:
-    return sdk_venv("sagemaker==3.27.0", "sagemaker-sdk-v3")
+    return _sdk_venvs.sdk_python("sagemaker-sdk-v3")
 
 
 @pytest.fixture(scope="module")
 def sdk_v2_python() -> Path:
-    return sdk_venv("sagemaker==2.257.7", "sagemaker-sdk-v2")
+    return _sdk_venvs.sdk_python("sagemaker-sdk-v2")
 
 
 def no_submit_with_sdk(sdk_python: Path, tmp_path: Path, launcher: Path,
@@ -462,6 +444,7 @@ def test_sdk_v3_builds_the_torchrun_job(sdk_v3_python, tmp_path):
     assert job["role"] == "arn:aws:iam::111122223333:role/Example"
     assert job["output_path"] == "s3://example-bucket/out"
     assert job["max_runtime_in_seconds"] == 14400
+    assert "placeholders" not in job  # everything --no-submit could fill in was given
 
 
 def test_sdk_v3_builds_a_single_process_job_on_a_custom_image(sdk_v3_python, tmp_path):

@@ -1,0 +1,50 @@
+"""python -m custom_op.check, what ``make check`` runs: it decodes, feeds a DataLoader, says so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import custom_op
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_check(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProcess, list]:
+    """(the check's result, what it left in its TMPDIR)."""
+    # A short TMPDIR: DataLoader workers pass tensors over Unix sockets made under it, whose
+    # paths may not exceed 107 bytes (a pytest-xdist tmp_path is longer than that).
+    scratch = Path(tempfile.mkdtemp(prefix="co-check-"))
+    try:
+        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch))
+        done = subprocess.run([sys.executable, "-m", "custom_op.check", *arguments],
+                              cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=600)
+        return done, list(scratch.glob("custom_op-check-*"))
+    finally:
+        shutil.rmtree(scratch)
+
+
+def test_check_decodes_a_photo_and_runs_a_dataloader(tmp_path, pillow_photo):
+    photo = tmp_path / "photo.jpg"
+    photo.write_bytes(pillow_photo)
+    done, left = run_check(tmp_path, "--photo", str(photo), "--seconds", "1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert f"libjpeg-turbo {custom_op.libjpeg_version()}" in out
+    assert "photo.jpg: 800 x 533" in out and "equal to that window of a full decode" in out
+    assert "2 worker(s):" in out and "uint8 images of 3 x 224 x 224" in out
+    assert out.rstrip().endswith("custom_op.check: all good")
+    assert not left, "the check's scratch folder was left behind"
+
+
+def test_check_stops_on_a_photo_it_cannot_decode(tmp_path):
+    broken = tmp_path / "broken.jpg"
+    broken.write_bytes(b"\xff\xd8\xff\xe0 this is not the rest of a JPEG file")
+    done, _ = run_check(tmp_path, "--photo", str(broken), "--seconds", "0", "--workers", "0")
+    assert done.returncode != 0
+    assert "custom_op.JpegDecodeError" in done.stderr and "all good" not in done.stdout

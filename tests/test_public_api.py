@@ -1,0 +1,40 @@
+"""The public surface: what ``dir(custom_op)`` shows and how its exception is named."""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+
+import pytest
+import torch
+
+import custom_op
+
+
+def test_dir_lists_the_api_only():
+    listed = set(dir(custom_op))
+    assert listed == set(custom_op.__all__) | {"__version__"}
+    # Helpers of __init__.py and private modules stay out of dir() and tab completion.
+    assert not {"Any", "importlib", "_C", "_decode", "_loader", "_LAZY"} & listed
+
+
+@pytest.mark.parametrize("name", custom_op.__all__)
+def test_every_listed_name_resolves(name):
+    assert getattr(custom_op, name) is not None
+
+
+def test_private_names_stay_reachable():
+    # Tests and the build tools use them by name; hiding them from dir() must not remove them.
+    assert callable(custom_op._C.libjpeg_version)
+
+
+def test_decode_error_is_named_where_it_is_imported_from():
+    with pytest.raises(custom_op.JpegDecodeError) as caught:
+        custom_op.decode_and_crop_jpeg(torch.frombuffer(bytearray(b"\x89PNG" * 8),
+                                                        dtype=torch.uint8), 0, 0, 1, 1)
+    last_line = traceback.format_exception_only(caught.type, caught.value)[-1]
+    assert last_line.startswith("custom_op.JpegDecodeError: decode_and_crop_jpeg(): "), last_line
+    assert custom_op.JpegDecodeError.__module__ == "custom_op"
+    # DataLoader workers send it to the main process pickled: it must come back the same class.
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is custom_op.JpegDecodeError and str(again) == str(caught.value)
