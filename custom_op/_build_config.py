@@ -32,7 +32,8 @@ SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
 HEADERS = ("csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
            "csrc/resample.h", "csrc/grid_resample.h", "csrc/row_sinks.h", "csrc/restart_seek.h",
-           "csrc/jpeg_phases.h", "csrc/jpeg_decoder.h", "csrc/grid_crop.h", "csrc/prepare.h", "binding/encoded_bytes.h",
+           "csrc/crop_quirk.h", "csrc/jpeg_phases.h", "csrc/jpeg_decoder.h", "csrc/grid_crop.h",
+           "csrc/prepare.h", "binding/encoded_bytes.h", "binding/loaded_libjpeg.h",
            "binding/python_errors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_build_config.py")
