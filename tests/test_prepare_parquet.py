@@ -31,7 +31,7 @@ import custom_op
 from custom_op._restart_markers import PreparedJpeg
 from custom_op.prepare import NOT_A_JPEG, PRIVATE_FOLDER, Summary, main, prepare_tree
 from custom_op.prepare import files as prepare_files
-from custom_op.prepare import parquet as prepare_parquet_module
+from custom_op.prepare import parquet as parquet_module
 from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NO_PYARROW
 from jpegenc import encode
 from synthetic import make_photo, make_smooth_noise
@@ -379,8 +379,8 @@ def test_without_pyarrow_parquet_files_are_copied_unchanged(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = tmp_path / "src"
     _write_source(src)
-    monkeypatch.setattr(prepare_parquet_module, "pa", None)
-    monkeypatch.setattr(prepare_parquet_module, "pq", None)
+    monkeypatch.setattr(parquet_module, "pa", None)
+    monkeypatch.setattr(parquet_module, "pq", None)
     summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False)
     assert summary.copied[NO_PYARROW] == FILES and summary.exit_code == 0
     assert (summary.parquet_seen, summary.shards_written) == (2, 0)
