@@ -1,4 +1,5 @@
-"""python -m custom_op.prepare over parquet datasets: images prepared, everything else unchanged.
+"""prepare_tree (and python -m custom_op.prepare) over parquet datasets: images prepared, the rest
+unchanged.
 
 The source is a Hub-style folder written by ``datasets`` (data/train-*.parquet,
 an Image column and a ClassLabel column, row groups of 3) holding JPEGs of
@@ -13,6 +14,7 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,9 +29,10 @@ from PIL import Image
 
 import custom_op
 from custom_op._restart_markers import PreparedJpeg
-from custom_op.prepare import NOT_A_JPEG, PRIVATE_FOLDER, main
+from custom_op.prepare import NOT_A_JPEG, PRIVATE_FOLDER, Summary, main, prepare_tree
 from custom_op.prepare import files as prepare_files
-from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, prepare_parquet
+from custom_op.prepare import parquet as parquet_module
+from custom_op.prepare.parquet import NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NO_PYARROW
 from jpegenc import encode
 from synthetic import make_photo, make_smooth_noise
 from synthetic.hub import write_hub_dataset
@@ -122,7 +125,7 @@ def test_every_jpeg_row_is_prepared_with_the_same_pixels(prepared) -> None:
 def test_summary_counts_rows_and_names_the_odd_ones(tmp_path: pathlib.Path) -> None:
     src = tmp_path / "src"
     _write_source(src)
-    summary = prepare_parquet(src, tmp_path / "dst", workers=1, progress=False)
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False)
     assert (summary.files_seen, summary.parquet_seen, summary.shards_written) == (3, 2, 2)
     assert summary.prepared == len(JPEG_ROWS) and summary.progressive == 1
     # README.md is copied as prepare_tree copies any file that is not a JPEG.
@@ -147,14 +150,14 @@ def test_the_output_loads_with_datasets(prepared) -> None:
 
 def test_two_workers_write_the_bytes_one_worker_writes(prepared, tmp_path: pathlib.Path) -> None:
     src, dst, _ = prepared
-    prepare_parquet(src, tmp_path / "two", workers=2, progress=False)
+    prepare_tree(src, tmp_path / "two", workers=2, progress=False)
     for name in FILES:
         assert (tmp_path / "two" / name).read_bytes() == (dst / name).read_bytes()
 
 
 def test_verify_passes_and_costs_time(prepared, tmp_path: pathlib.Path) -> None:
     src, dst, _ = prepared
-    summary = prepare_parquet(src, tmp_path / "verified", workers=1, verify=True, progress=False)
+    summary = prepare_tree(src, tmp_path / "verified", workers=1, verify=True, progress=False)
     assert summary.verify_failed == [] and summary.exit_code == 0
     assert 0 < summary.verify_seconds < summary.work_seconds
     assert (tmp_path / "verified" / FILES[0]).read_bytes() == (dst / FILES[0]).read_bytes()
@@ -165,7 +168,7 @@ def test_verify_failure_keeps_the_original_image(
     src, _, _ = prepared
     monkeypatch.setattr(prepare_files, "prepare_jpeg_with_info",
                         lambda data, **limits: PreparedJpeg(bytes(data), 0, False))  # not seekable
-    summary = prepare_parquet(src, tmp_path / "dst", workers=1, verify=True, progress=False)
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, verify=True, progress=False)
     # The damaged row fails too: its "rewrite" (itself) does not decode for the comparison.
     assert len(summary.verify_failed) == len(JPEG_ROWS) + 1 and summary.exit_code == 1
     assert _images(tmp_path / "dst") == _images(src)
@@ -212,7 +215,7 @@ def test_resume_after_a_kill(prepared, tmp_path: pathlib.Path) -> None:
     assert left == ["train-00000-of-00002.parquet"]
     assert len(_temporaries(dst)) == 1  # the second's, in DST's private folder
 
-    summary = prepare_parquet(src, dst, workers=1, progress=False)
+    summary = prepare_tree(src, dst, workers=1, progress=False)
     assert (summary.stale_removed, summary.already_done, summary.shards_written) == (1, 1, 1)
     assert summary.parquet_seen == 2
     for name in FILES:
@@ -265,7 +268,7 @@ def test_without_the_option_a_binary_column_is_not_guessed(tmp_path: pathlib.Pat
     src = tmp_path / "src"
     src.mkdir()
     pq.write_table(_binary_table(), src / "shard.parquet")
-    summary = prepare_parquet(src, tmp_path / "dst", workers=1, progress=False)
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False)
     assert summary.copied == {NO_IMAGE_COLUMN: ["shard.parquet"]}
     assert (tmp_path / "dst" / "shard.parquet").read_bytes() == (src / "shard.parquet").read_bytes()
 
@@ -274,8 +277,8 @@ def test_null_images_are_kept_and_counted(tmp_path: pathlib.Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     pq.write_table(_binary_table(), src / "shard.parquet")
-    summary = prepare_parquet(src, tmp_path / "dst", workers=1, progress=False,
-                              image_column="jpg")
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False,
+                           image_column="jpg")
     assert summary.copied[NO_IMAGE_BYTES] == ["shard.parquet:jpg[1]"]
     assert summary.prepared == 2
 
@@ -290,8 +293,8 @@ def test_an_unusable_image_column_refuses_the_file(tmp_path: pathlib.Path, colum
     src = tmp_path / "src"
     src.mkdir()
     pq.write_table(_binary_table(), src / "shard.parquet")
-    summary = prepare_parquet(src, tmp_path / "dst", workers=1, progress=False,
-                              image_column=column)
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False,
+                           image_column=column)
     assert summary.shards_refused == [("shard.parquet", reason)] and summary.exit_code == 1
     assert not (tmp_path / "dst" / "shard.parquet").exists()
 
@@ -304,8 +307,8 @@ def test_null_rows_and_null_fields_of_the_image_struct_are_kept(tmp_path: pathli
     table = pa.table({"image": images, "id": [1, 2, 3, 4]})
     (tmp_path / "src").mkdir()
     pq.write_table(table, tmp_path / "src" / "x.parquet")
-    summary = prepare_parquet(tmp_path / "src", tmp_path / "dst", workers=1, verify=True,
-                              progress=False)
+    summary = prepare_tree(tmp_path / "src", tmp_path / "dst", workers=1, verify=True,
+                           progress=False)
     assert summary.prepared == 2 and summary.exit_code == 0
     assert summary.copied[NO_IMAGE_BYTES] == ["x.parquet:image[1]", "x.parquet:image[2]"]
     output = pq.read_table(tmp_path / "dst" / "x.parquet")
@@ -314,3 +317,97 @@ def test_null_rows_and_null_fields_of_the_image_struct_are_kept(tmp_path: pathli
     assert rows[1:3] == [None, {"bytes": None, "path": "/elsewhere/b.jpg"}]
     assert rows[3]["path"] is None and custom_op.seekable(rows[3]["bytes"])
     assert output.column("id").equals(table.column("id"))
+
+
+# --- parquet files are prepare_tree's third kind of whole-file task --------------------------
+
+def test_a_private_parquet_file_and_its_folder_keep_their_modes_and_times(
+        tmp_path: pathlib.Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    (src / "private").mkdir(parents=True)
+    pq.write_table(_binary_table(), src / "private" / "x.parquet")
+    (src / "private" / "x.parquet").chmod(0o600)
+    (src / "private").chmod(0o700)
+    os.utime(src / "private", ns=(10**18, 10**18 + 1))
+    previous = os.umask(0o022)
+    try:
+        summary = prepare_tree(src, dst, workers=1, progress=False, image_column="jpg")
+    finally:
+        os.umask(previous)
+    assert summary.shards_written == 1 and summary.prepared == 2, summary.report()
+    for name, mode in (("private", 0o700), ("private/x.parquet", 0o600)):
+        before, after = (src / name).stat(), (dst / name).stat()
+        assert after.st_mode & 0o7777 == mode, name
+        assert after.st_mtime_ns == before.st_mtime_ns, name
+
+
+def test_no_fsync_holds_for_parquet_files_and_fsync_flushes_them(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "src"
+    _write_source(src)
+    flushed: list[int] = []
+    real_fsync = os.fsync
+
+    def fsync(descriptor: int) -> None:
+        flushed.append(os.fstat(descriptor).st_ino)
+        real_fsync(descriptor)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert main([str(src), str(tmp_path / "unflushed"), "--no-fsync", "--quiet",
+                 "--workers", "1"]) == 0
+    assert flushed == []
+    prepare_tree(src, tmp_path / "flushed", workers=1, progress=False)
+    for name in FILES:
+        assert (tmp_path / "flushed" / name).stat().st_ino in flushed, name
+
+
+def test_a_finished_file_is_done_and_a_replaced_source_is_redone(tmp_path: pathlib.Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    _write_source(src)
+    prepare_tree(src, dst, workers=1, progress=False)
+    again = prepare_tree(src, dst, workers=1, progress=False)
+    assert (again.already_done, again.parquet_seen, again.shards_written) == (3, 2, 0)
+    # The same bytes and mtime under a new inode: not the source the output was made from.
+    copy = src / "copy.tmp"
+    shutil.copy2(src / FILES[0], copy)
+    os.replace(copy, src / FILES[0])
+    redone = prepare_tree(src, dst, workers=1, progress=False)
+    assert (redone.already_done, redone.shards_written) == (2, 1), redone.report()
+
+
+def test_without_pyarrow_parquet_files_are_copied_unchanged(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "src"
+    _write_source(src)
+    monkeypatch.setattr(parquet_module, "pa", None)
+    monkeypatch.setattr(parquet_module, "pq", None)
+    summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False)
+    assert summary.copied[NO_PYARROW] == FILES and summary.exit_code == 0
+    assert (summary.parquet_seen, summary.shards_written) == (2, 0)
+    for name in FILES:
+        assert (tmp_path / "dst" / name).read_bytes() == (src / name).read_bytes()
+
+
+def test_importing_prepare_does_not_import_pyarrow() -> None:
+    code = "import sys, custom_op.prepare; sys.exit('pyarrow' in sys.modules)"
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    assert subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": path},
+                          timeout=120).returncode == 0
+
+
+@pytest.mark.parametrize("column, error", [(3, TypeError), (b"jpg", TypeError), ("", ValueError)])
+def test_a_bad_image_column_argument_is_refused(tmp_path: pathlib.Path, column,
+                                                error: type) -> None:
+    (tmp_path / "src").mkdir()
+    with pytest.raises(error, match="image_column"):
+        prepare_tree(tmp_path / "src", tmp_path / "dst", image_column=column)
+    assert not (tmp_path / "dst").exists()
+
+
+def test_the_report_names_both_kinds_of_whole_files() -> None:
+    mixed = Summary("src", "dst", files_seen=4, shards_seen=3, parquet_seen=2)
+    assert "files seen           4 (1 of them tar shards, 2 parquet files)" in mixed.report()
+    assert "other shard members" in mixed.report()
+    only_parquet = Summary("src", "dst", files_seen=2, shards_seen=2, parquet_seen=2)
+    assert "(2 parquet files)" in only_parquet.report()
+    assert "other shard members" not in only_parquet.report()

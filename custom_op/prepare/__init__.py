@@ -8,6 +8,10 @@ Every file under SRC is written to the same relative path under DST:
   decode_and_crop_jpeg decodes only the segments that cover a crop;
 - a tar shard (``*.tar``, WebDataset's format) becomes a tar of the same
   members in the same order, each JPEG member prepared the same way;
+- a parquet file (``*.parquet``, a Hugging Face Hub dataset's) becomes one
+  with the same schema, rows and row groups, each JPEG of its image column
+  (``--image-column``; by default every ``datasets`` Image column) prepared
+  the same way; it needs pyarrow, without which it is copied unchanged;
 - anything else (a PNG named .JPEG, a text file, an empty file) and every JPEG
   that prepare_jpeg refuses (damaged, 12-bit, lossless, bytes after the
   end-of-image marker) is copied byte for byte, and the summary lists it with
@@ -33,13 +37,14 @@ The same is available from Python::
 
 The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
-``pool`` (worker processes with a bounded queue), ``files`` and ``shards``
-(one file's and one shard's work, in a worker), ``layout`` (--verify's
-check of metadata and trailing bytes), ``workspace`` (DST's lock and
-private folder), ``folders`` (DST's folders, their modes and times),
-``atomic`` (temporary files, durable renames, resuming), ``progress`` (the
-bar), ``summary`` (counts and report),
-``items`` (the Task and Outcome passed between them). The one-file functions
+``pool`` (worker processes with a bounded queue), ``files``, ``shards`` and
+``parquet`` (one file's, one shard's and one parquet file's work, in a
+worker; ``parquet`` imports pyarrow, so it is imported only when needed),
+``layout`` (--verify's check of metadata and trailing bytes), ``workspace``
+(DST's lock and private folder), ``folders`` (DST's folders, their modes and
+times), ``atomic`` (temporary files, durable renames, resuming), ``progress``
+(the bar), ``summary`` (counts and report), ``items`` (the Task and Outcome
+passed between them). The one-file functions
 themselves are in custom_op/_restart_markers.py.
 """
 

@@ -50,11 +50,12 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Rewrite a tree of JPEG files losslessly (same pixels) with restart markers, "
                     "so that custom_op decodes a crop in time proportional to the crop. Tar "
-                    "shards (*.tar) are rewritten member by member. Other files are copied "
-                    "unchanged.",
+                    "shards (*.tar) are rewritten member by member, parquet files (*.parquet, "
+                    "Hugging Face datasets) row group by row group (with pyarrow installed). "
+                    "Other files are copied unchanged.",
         epilog="Exit status: 0 done, 1 a file failed verification, could not be read or "
-               "written (or its worker process died), or a shard was refused, 2 bad "
-               "arguments, 3 another run is writing into DST, 130 interrupted (rerun to "
+               "written (or its worker process died), or a shard or parquet file was refused, "
+               "2 bad arguments, 3 another run is writing into DST, 130 interrupted (rerun to "
                "resume).")
     parser.add_argument("src", metavar="SRC", help="folder to read, searched recursively")
     parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
                              "with --force)")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (the summary is still printed)")
-    # Parquet datasets (custom_op/prepare/parquet.py): the only option of their own.
+    # Parquet files (custom_op/prepare/parquet.py): the only option of their own.
     parser.add_argument("--image-column", metavar="NAME", default=None,
                         help="parquet files: the column of images to rewrite, a struct {bytes, "
                              "path} or a binary column (default: every struct {bytes, path} "
@@ -85,14 +86,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _prepare(args: argparse.Namespace):
-    """prepare_tree, or prepare_parquet when SRC holds parquet files (a Hub dataset folder)."""
-    from . import parquet  # imports pyarrow when installed: `import custom_op.prepare` does not
-    options = dict(workers=args.workers, verify=args.verify, force=args.force,
-                   progress=False if args.quiet else None, max_memory=args.max_memory)
-    if args.image_column is not None or parquet.holds_parquet(args.src):
-        return parquet.prepare_parquet(args.src, args.dst, image_column=args.image_column,
-                                       **options)
-    return prepare_tree(args.src, args.dst, fsync=args.fsync, **options)
+    """prepare_tree with the command line's options."""
+    return prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
+                        force=args.force, progress=False if args.quiet else None,
+                        max_memory=args.max_memory, fsync=args.fsync,
+                        image_column=args.image_column)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -103,7 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     Returns:
         0 when done, 1 after a verification failure, an I/O error (a worker's
-        death included) or a refused shard, 2 for bad arguments, 3 when another
+        death included) or a refused shard or parquet file, 2 for bad arguments, 3 when another
         run is writing into DST, 130 when interrupted.
 
     Example:

@@ -1,8 +1,9 @@
 """What the parent sends a worker (a Task) and what comes back (Outcomes).
 
-A Task is one file of SRC: a plain file, or a tar shard whose members are
-handled one by one. An Outcome says what happened to one file or one shard
-member. Both are small picklable tuples, because they cross process
+A Task is one file of SRC: a plain file, or a whole-file task (a tar shard
+whose members are handled one by one, or a parquet file whose images are).
+An Outcome says what happened to one file, one shard member or one image of
+a parquet file. Both are small picklable tuples, because they cross process
 boundaries; nothing here touches a file.
 """
 
@@ -20,12 +21,14 @@ ERROR = "error"
 # Shard members that are not JPEGs and are not named like one (key.cls, key.json): a shard's
 # ordinary metadata, copied as it is and counted, not listed.
 OTHER_MEMBER = "other_member"
-# Outcome kinds for a shard as a whole.
+# Outcome kinds for a whole-file task (a shard or a parquet file) as a whole.
 SHARD_WRITTEN = "shard_written"
 SHARD_REFUSED = "shard_refused"
 
 #: The suffix that makes a file of SRC a tar shard (case-insensitive), as WebDataset names them.
 SHARD_SUFFIX = ".tar"
+#: The suffix that makes a file of SRC a parquet file (case-insensitive), as the Hub names them.
+PARQUET_SUFFIX = ".parquet"
 
 
 class Task(NamedTuple):
@@ -46,6 +49,15 @@ class Task(NamedTuple):
     @property
     def is_shard(self) -> bool:
         return self.relative.lower().endswith(SHARD_SUFFIX)
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.relative.lower().endswith(PARQUET_SUFFIX)
+
+    @property
+    def is_whole(self) -> bool:
+        """A shard or a parquet file: one worker writes it whole, in one piece of work."""
+        return self.is_shard or self.is_parquet
 
 
 class Outcome(NamedTuple):

@@ -1,13 +1,12 @@
-"""Parquet datasets (as the Hugging Face Hub stores them): every image in its bytes column prepared.
+"""One parquet file's work, in a worker: the same file, each image of its image column prepared.
 
 A Hub dataset is a folder of parquet files (``data/train-00000-of-00004.parquet``
 ...) whose image column is the ``datasets.Image`` feature's storage, a struct
 ``{bytes: binary, path: string}``, or a plain binary column of encoded images.
-:func:`prepare_parquet` works like :func:`custom_op.prepare.prepare_tree` (the
-same plan, workers, resuming, temporary names and summary; every file that is
-not parquet is handled exactly as prepare_tree handles it) and rewrites each
-``*.parquet`` file, in one worker, row group by row group (memory for one row
-group), into a file with:
+:func:`custom_op.prepare.prepare_tree` hands each ``*.parquet`` file of SRC
+whole to one worker, as it hands a tar shard (tree.handle_task), which
+rewrites it here, row group by row group (memory for one row group), into a
+file with:
 
 - the same Arrow schema and schema metadata (the ``huggingface`` features),
   the same rows in the same order, the same row-group sizes, and every other
@@ -20,17 +19,19 @@ group), into a file with:
 
 A file that is not parquet (or is truncated), or has no column named by
 ``image_column``, is refused with the reason and nothing is written under its
-name; a parquet file without any image column is copied byte for byte. With
+name; a parquet file without any image column, and every parquet file when
+pyarrow is not installed, is copied byte for byte with the reason. With
 ``verify`` every image is checked as prepare_tree checks files, and the
 written file is read back and its other columns compared with the source's.
+The output is written, finished (identity, mode, times, fsync) and renamed by
+atomic.replace_atomically, as every output is.
+
+This module imports pyarrow; tree.py imports it only when a parquet file
+comes up, so ``import custom_op.prepare`` does not.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import glob
-import itertools
 import os
 import time
 from typing import Optional, Sequence
@@ -38,27 +39,19 @@ from typing import Optional, Sequence
 try:  # a dependency of datasets, not of custom_op: only parquet datasets need it
     import pyarrow as pa
     import pyarrow.parquet as pq
-except ModuleNotFoundError:  # pragma: no cover - the tests install it
+except ModuleNotFoundError:  # every parquet file is then copied unchanged (NO_PYARROW)
     pa = pq = None
 
 from .._decode import DEFAULT_MAX_MEMORY, _as_limit
-from . import atomic, pool, walk
+from . import atomic, pool
 from .files import EMPTY_FILE, NOT_A_JPEG, is_jpeg, rewrite_jpeg
 from .items import COPIED, ERROR, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe
-from .progress import Progress
-from .summary import Summary
-from .tree import handle_task
-from .workspace import Workspace
 
-__all__ = ["PARQUET_SUFFIX", "ParquetSummary", "holds_parquet", "prepare_parquet"]
+__all__ = ["NO_IMAGE_BYTES", "NO_IMAGE_COLUMN", "NO_PYARROW", "handle_parquet"]
 
-#: The suffix that makes a file of SRC a parquet file (case-insensitive).
-PARQUET_SUFFIX = ".parquet"
-#: Where a Hub dataset keeps its parquet files, relative to SRC: the root, data/, and
-#: config/split/ (the Hub's refs/convert/parquet layout). Deeper files are still rewritten.
-_LAYOUTS = ("*.parquet", "*/*.parquet", "*/*/*.parquet")
 NO_IMAGE_BYTES = "no image bytes in the row (null, or only a path)"
 NO_IMAGE_COLUMN = "a parquet file without an image column (struct {bytes, path} or --image-column)"
+NO_PYARROW = "a parquet file, not rewritten: pyarrow is not installed (pip install pyarrow)"
 #: The writer's names for the codecs the file metadata reports.
 _CODECS = {"UNCOMPRESSED": "NONE", "LZ4_RAW": "LZ4"}
 
@@ -69,16 +62,6 @@ class ParquetRefused(Exception):
 
 class _Interrupted(Exception):
     """The parent asked the workers to stop; the file's temporary output is dropped."""
-
-
-def is_parquet(task: Task) -> bool:
-    return task.relative.lower().endswith(PARQUET_SUFFIX)
-
-
-def holds_parquet(src: walk.PathLike) -> bool:
-    """Whether SRC looks like a parquet dataset: a ``*.parquet`` file at most two folders down."""
-    return any(next(glob.iglob(os.path.join(glob.escape(os.fspath(src)), layout)), None)
-               for layout in _LAYOUTS)
 
 
 def _is_image_struct(kind: pa.DataType) -> bool:
@@ -206,27 +189,34 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
         _check_written(task.source, temporary, columns)
 
 
+def _copy_unchanged(task: Task, reason: str, start: float) -> Outcome:
+    """Copies the file byte for byte, as prepare copies any file it cannot rewrite."""
+    atomic.replace_atomically(task, atomic.copy_from(task.source))
+    return Outcome(task.relative, COPIED, reason, task.size, task.size,
+                   seconds=time.perf_counter() - start)
+
+
 def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
                    image_column: Optional[str] = None) -> list[Outcome]:
     """Writes one parquet file's output; the outcomes of its images and of the file.
 
     Never raises for a bad file: it is refused (nothing written under its name)
-    with the reason.
+    with the reason. Without pyarrow the file is copied unchanged (NO_PYARROW).
     """
     start = time.perf_counter()
     outcomes: list[Outcome] = []
     try:
         os.makedirs(os.path.dirname(task.destination), exist_ok=True)
+        if pa is None:
+            return [_copy_unchanged(task, NO_PYARROW, start)]
         try:
             reader = pq.ParquetFile(task.source)
-        except (pa.ArrowInvalid, pa.ArrowException) as error:
+        except pa.ArrowException as error:
             raise ParquetRefused(f"not a parquet file, or truncated: {error}") from None
         with reader:
             columns = image_columns(reader.schema_arrow, image_column)
             if not columns:
-                atomic.replace_atomically(task, atomic.copy_from(task.source))
-                return [Outcome(task.relative, COPIED, NO_IMAGE_COLUMN, task.size, task.size,
-                                seconds=time.perf_counter() - start)]
+                return [_copy_unchanged(task, NO_IMAGE_COLUMN, start)]
             atomic.replace_atomically(task, lambda temporary: _rewrite(
                 task, temporary, verify, max_memory, columns, reader, outcomes))
         written = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
@@ -236,132 +226,9 @@ def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMOR
     except ParquetRefused as refusal:
         return [Outcome(task.relative, SHARD_REFUSED, str(refusal), task.size,
                         seconds=time.perf_counter() - start)]
-    except (pa.ArrowException, OSError) as error:  # a damaged page or footer found while reading
-        return [Outcome(task.relative, SHARD_REFUSED if isinstance(error, pa.ArrowException)
-                        else ERROR, describe(error), task.size,
-                        seconds=time.perf_counter() - start)]
+    except Exception as error:  # noqa: BLE001 - one unreadable file must not end a long run
+        # A damaged page or footer found while reading refuses the file; I/O fails it.
+        damaged = pa is not None and isinstance(error, pa.ArrowException)
+        return [Outcome(task.relative, SHARD_REFUSED if damaged else ERROR, describe(error),
+                        task.size, seconds=time.perf_counter() - start)]
     return outcomes + [written._replace(seconds=time.perf_counter() - start)]
-
-
-def handle_any(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
-               image_column: Optional[str] = None) -> list[Outcome]:
-    """What a worker does with one Task: a parquet file here, anything else as prepare_tree."""
-    if is_parquet(task):
-        return handle_parquet(task, verify, max_memory, image_column)
-    return handle_task(task, verify, max_memory)
-
-
-@dataclasses.dataclass
-class ParquetSummary(Summary):
-    """A :class:`Summary` whose "shards" are tar shards and parquet files.
-
-    Each image of a parquet file is counted like a shard member, under
-    ``FILE:COLUMN[ROW]``; each parquet file in ``shards_written`` or
-    ``shards_refused``.
-    """
-
-    #: Parquet files among ``files_seen`` (and among ``shards_seen``).
-    parquet_seen: int = 0
-
-    def _shards_seen_note(self) -> str:
-        tars = self.shards_seen - self.parquet_seen
-        kinds = [f"{tars} tar shards"] if tars else []
-        kinds += [f"{self.parquet_seen} parquet files"] if self.parquet_seen else []
-        return f" ({', '.join(kinds)})" if kinds else ""
-
-    def report(self) -> str:
-        """Summary's report, without the tar-only count of other members when there is no tar."""
-        lines = super().report().split("\n")
-        if self.shards_seen == self.parquet_seen:
-            lines = [line for line in lines if not line.startswith("other shard members")]
-        return "\n".join(lines)
-
-
-def prepare_parquet(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
-                    verify: bool = False, force: bool = False, progress: Optional[bool] = None,
-                    max_memory: int = DEFAULT_MAX_MEMORY,
-                    image_column: Optional[str] = None) -> ParquetSummary:
-    """Prepares a parquet dataset (a Hub dataset folder): every JPEG of its image column(s).
-
-    As :func:`custom_op.prepare.prepare_tree`, with each ``*.parquet`` file
-    rewritten whole by one worker (see the module's description): same
-    schema and metadata, rows, row order, row-group sizes and other columns;
-    each JPEG prepared losslessly. Resuming, temporary names, ``verify``,
-    ``force``, ``progress`` and ``max_memory`` work as there; other files
-    (README.md, JPEG files, tar shards) are handled as prepare_tree handles them.
-
-    Args:
-        src: The dataset folder, searched recursively.
-        dst: The folder to write; not ``src``, not inside it, not containing it.
-        workers: Processes to use; default ``os.cpu_count()``.
-        verify: Check every prepared image (same pixels, seekable) and read each
-            written file back (schema, row groups, other columns).
-        force: Rewrite outputs that are already up to date.
-        progress: True draws a progress bar, False never, None on a terminal.
-        max_memory: Bytes one image's rewrite may use (see prepare_tree).
-        image_column: The column of images to rewrite, a struct {bytes, path}
-            or a binary column; default every struct {bytes, path} column
-            (what ``datasets.Image`` writes).
-
-    Returns:
-        A :class:`ParquetSummary`; its ``report()`` and ``exit_code`` as prepare_tree's.
-
-    Raises:
-        ValueError: As prepare_tree (folders, ``workers``, ``max_memory``), or
-            pyarrow is not installed.
-        OSError: ``dst`` cannot be created.
-        KeyboardInterrupt: interrupted; every output so far is complete.
-
-    Example:
-        >>> summary = prepare_parquet("imagenet-1k", "imagenet-1k-prepared", verify=True)
-        >>> print(summary.report())
-    """
-    start = time.perf_counter()
-    if pa is None:
-        raise ValueError(f"{os.fspath(src)!r} holds parquet files; rewriting them needs pyarrow "
-                         "(pip install pyarrow), which is not installed")
-    workers = (os.cpu_count() or 1) if workers is None else workers
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"prepare_parquet(): workers must be an int >= 1, got {workers!r}")
-    if image_column is not None and not isinstance(image_column, str):
-        raise TypeError(f"prepare_parquet(): image_column must be a str, got {image_column!r}")
-    max_memory = _as_limit("prepare_parquet", "max_memory", max_memory)
-    work = functools.partial(handle_any, max_memory=max_memory, image_column=image_column)
-    source, destination = walk.check_folders(src, dst)
-    os.makedirs(destination, exist_ok=True)
-    summary = ParquetSummary(source, destination)
-    # DST locked, temporaries in its private folder, as prepare_tree (workspace.py).
-    with Workspace(destination) as space:
-        summary.stale_removed = space.stale_removed
-        tasks = walk.plan(source, destination, force, summary)
-        summary.parquet_seen = (sum(map(is_parquet, tasks))
-                                + _done_parquet(source, destination, tasks))
-        summary.shards_seen += summary.parquet_seen
-        whole = [task for task in tasks if is_parquet(task) or task.is_shard]
-        files = [task for task in tasks if not (is_parquet(task) or task.is_shard)]
-        # The long pieces of work first, one per chunk, as prepare_tree orders its shards.
-        chunks = itertools.chain(([task] for task in whole), pool.chunked(files, workers))
-        bar = Progress(len(tasks), sum(task.size for task in tasks), progress)
-
-        def record(outcomes: list[Outcome]) -> None:
-            summary.record(outcomes)
-            bar.advance(outcomes)
-
-        try:
-            if workers == 1 or len(tasks) <= 1:
-                pool.run_inline(chunks, work, verify, record)
-            else:
-                pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
-        finally:
-            bar.close()
-    summary.sort()
-    summary.elapsed_seconds = time.perf_counter() - start
-    return summary
-
-
-def _done_parquet(source: str, destination: str, tasks: Sequence[Task]) -> int:
-    """Parquet files the plan skipped as already done (they are still parquet files seen)."""
-    planned = {task.relative for task in tasks}
-    return sum(1 for relative in walk.walk(source, destination, [])
-               if relative.lower().endswith(PARQUET_SUFFIX) and relative not in planned
-               and os.path.exists(os.path.join(destination, relative)))

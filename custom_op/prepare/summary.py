@@ -5,7 +5,9 @@ Files of SRC are counted once each: in ``already_done``, ``errors`` or
 ``copied``, ``verify_failed``); a written shard is counted in
 ``shards_written`` and its members by what each became, with paths
 ``shard.tar:member``. Members that are not JPEGs and not named like one
-(``key.cls``) are only counted, in ``other_members``.
+(``key.cls``) are only counted, in ``other_members``. A parquet file counts
+as a shard (written or refused), and each image of it like a member, with
+paths ``FILE.parquet:COLUMN[ROW]``.
 """
 
 from __future__ import annotations
@@ -47,9 +49,11 @@ class Summary:
     verify_failed: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: (path, error) of files that could not be read or written.
     errors: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    #: Tar shards among ``files_seen``; written in this run; refused, with the reason (nothing
-    #: was written under their name).
+    #: Tar shards and parquet files among ``files_seen``; written in this run; refused, with the
+    #: reason (nothing was written under their name).
     shards_seen: int = 0
+    #: Parquet files among ``shards_seen``.
+    parquet_seen: int = 0
     shards_written: int = 0
     shards_refused: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     #: Members of written shards that are neither JPEGs nor named like one, copied as they are.
@@ -97,7 +101,7 @@ class Summary:
     @property
     def exit_code(self) -> int:
         """0 if every file was handled; 1 after a verification failure, an I/O error or a
-        refused shard."""
+        refused shard or parquet file."""
         return 1 if self.verify_failed or self.errors or self.shards_refused else 0
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
@@ -160,7 +164,7 @@ class Summary:
         for reason, paths in sorted(self.copied.items()):
             lines.append(f"  {reason}: {len(paths)}")
             lines += _indented_paths(paths, indent="    ")
-        if self.shards_seen:
+        if self.shards_seen > self.parquet_seen:  # a tar's count: parquet has no other members
             lines.append(f"other shard members  {self.other_members} (.cls, .json, ...: copied "
                          "as they are)")
         lines.append(f"failed verification  {len(self.verify_failed)}")
@@ -181,7 +185,10 @@ class Summary:
         return lines
 
     def _shards_seen_note(self) -> str:
-        return f" ({self.shards_seen} of them tar shards)" if self.shards_seen else ""
+        tars = self.shards_seen - self.parquet_seen
+        kinds = [f"{tars} of them tar shards"] if tars else []
+        kinds += [f"{self.parquet_seen} parquet files"] if self.parquet_seen else []
+        return f" ({', '.join(kinds)})" if kinds else ""
 
     def _bytes_line(self) -> str:
         if self.size_ratio is None:

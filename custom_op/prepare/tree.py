@@ -2,9 +2,9 @@
 
 It checks SRC and DST, locks DST (workspace.py: one run at a time, and a
 killed run's temporaries removed), plans the files still to do, creates DST's
-folders, hands plain files to the workers in chunks and each tar shard whole
-to one worker, counts what comes back, and gives the folders their final
-modes and times, flushed to disk (folders.py).
+folders, hands plain files to the workers in chunks and each whole-file task
+(a tar shard, a parquet file) to one worker, counts what comes back, and
+gives the folders their final modes and times, flushed to disk (folders.py).
 """
 
 from __future__ import annotations
@@ -26,27 +26,37 @@ from .workspace import Workspace
 
 
 def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
-                fsync: bool = True) -> list[Outcome]:
-    """What a worker does with one Task: a shard as a whole, or a plain file."""
+                fsync: bool = True, image_column: Optional[str] = None) -> list[Outcome]:
+    """What a worker does with one Task: a shard or a parquet file as a whole, or a plain file."""
     atomic.set_flush(fsync)
     if task.is_shard:
         return handle_shard(task, verify, max_memory)
+    if task.is_parquet:
+        # Imported here: it imports pyarrow, which `import custom_op.prepare` must not.
+        from .parquet import handle_parquet
+        return handle_parquet(task, verify, max_memory, image_column)
     return [handle_file(task, verify, max_memory)]
 
 
 def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[int] = None,
                  verify: bool = False, force: bool = False,
                  progress: Optional[bool] = None,
-                 max_memory: int = DEFAULT_MAX_MEMORY, fsync: bool = True) -> Summary:
+                 max_memory: int = DEFAULT_MAX_MEMORY, fsync: bool = True,
+                 image_column: Optional[str] = None) -> Summary:
     """Prepares every JPEG under ``src`` for seeking into the same relative path under ``dst``.
 
     JPEGs (by content) are rewritten by :func:`custom_op.prepare_jpeg`, with
     the same pixels; every other file, and every JPEG prepare_jpeg refuses, is
     copied unchanged and listed in the summary with the reason. A tar shard
     (``*.tar``) becomes a tar of the same members in the same order, its JPEG
-    members prepared the same way; one worker writes a whole shard, so its
-    bytes do not depend on ``workers``. Outputs and folders get their source's
-    mode bits, access and modification times (as ``cp -p``). Each output
+    members prepared the same way; a parquet file (``*.parquet``, a Hugging
+    Face Hub dataset's) becomes one with the same schema, rows, row groups
+    and other columns, each JPEG of its image column prepared the same way
+    (custom_op/prepare/parquet.py; it needs pyarrow, without which parquet
+    files are copied unchanged with that reason). One worker writes a whole
+    shard or parquet file, so its bytes do not depend on ``workers``.
+    Outputs and folders get their source's mode bits, access and
+    modification times (as ``cp -p``). Each output
     records its source's identity (size, mtime, inode), and an output whose
     source still has that identity is taken as done by an earlier run and left
     alone, unless ``force``. Each output is written under a temporary name in
@@ -81,17 +91,26 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
             a final name and a finished run is on disk. False skips the
             flushes (faster on disks where fsync is slow); after a power cut
             during such a run, rerun it with ``force``.
+        image_column: The column of each parquet file whose images are
+            prepared: a struct ``{bytes, path}`` or a binary column. Default
+            None: every struct ``{bytes: binary, path: string}`` column (how
+            ``datasets`` writes its Image feature); a parquet file without
+            one is copied unchanged, and one without a column of this name
+            is refused.
 
     Returns:
         A :class:`Summary`; ``summary.report()`` is its text and
         ``summary.exit_code`` is 1 when a file failed verification, could not
-        be read or written, or a shard was refused (truncated, not a tar, a
-        repeated sample key).
+        be read or written, or a shard or parquet file was refused (truncated,
+        not a tar or not parquet, a repeated sample key, no usable
+        ``image_column``).
 
     Raises:
         ValueError: ``src`` is not a folder, ``dst`` is ``src`` or inside it (or
-            contains it), ``workers`` < 1, or ``max_memory`` < 1.
-        TypeError: ``max_memory`` is not an int.
+            contains it), ``workers`` < 1, ``max_memory`` < 1, or
+            ``image_column`` is empty.
+        TypeError: ``max_memory`` is not an int, or ``image_column`` is
+            neither a str nor None.
         custom_op.prepare.workspace.DestinationBusy: another run is writing
             into ``dst`` (the message names its pid).
         OSError: ``dst`` cannot be created. Errors on single files are listed
@@ -108,8 +127,10 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"prepare_tree(): workers must be an int >= 1, got {workers!r}")
     max_memory = _as_limit("prepare_tree", "max_memory", max_memory)
+    _check_image_column(image_column)
     # A partial of a module-level function pickles by name, so it reaches the workers.
-    work = functools.partial(handle_task, max_memory=max_memory, fsync=fsync)
+    work = functools.partial(handle_task, max_memory=max_memory, fsync=fsync,
+                             image_column=image_column)
     source, destination = walk.check_folders(src, dst)
     # DST itself gets SRC's mode and times, as `rsync -a SRC/ DST/` gives them.
     root = folders.source_folder(source, destination, "")
@@ -127,6 +148,14 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     return summary
 
 
+def _check_image_column(image_column: Optional[str]) -> None:
+    if image_column is not None and not isinstance(image_column, str):
+        raise TypeError(f"prepare_tree(): image_column must be a str or None, got "
+                        f"{image_column!r}")
+    if image_column == "":
+        raise ValueError("prepare_tree(): image_column must name a column, got ''")
+
+
 def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bool,
          workers: int, progress: Optional[bool], summary: Summary, fsync: bool) -> None:
     """Plans, makes the folders, runs the work and finishes the folders; DST is locked."""
@@ -135,11 +164,11 @@ def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bo
     below = [folder for folder in (folders.source_folder(source, destination, relative)
                                    for relative in relatives) if folder is not None]
     folders.make_writable(below)
-    shards = [task for task in tasks if task.is_shard]
-    files = [task for task in tasks if not task.is_shard]
-    # Shards first, one per chunk: the longest pieces of work start early, so the files fill
-    # in around them and no core idles at the end while one shard finishes.
-    chunks = itertools.chain(([shard] for shard in shards), pool.chunked(files, workers))
+    whole = [task for task in tasks if task.is_whole]
+    files = [task for task in tasks if not task.is_whole]
+    # Shards and parquet files first, one per chunk: the longest pieces of work start early,
+    # so the files fill in around them and no core idles at the end while one of them finishes.
+    chunks = itertools.chain(([task] for task in whole), pool.chunked(files, workers))
     bar = Progress(len(tasks), sum(task.size for task in tasks), progress)
 
     def record(outcomes: list[Outcome]) -> None:

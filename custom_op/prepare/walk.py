@@ -116,7 +116,8 @@ def plan(source: str, destination: str, force: bool, summary: Summary,
         task = Task(relative, path, target, status.st_size,
                     (status.st_atime_ns, status.st_mtime_ns), status.st_ino,
                     stat.S_IMODE(status.st_mode))
-        summary.shards_seen += task.is_shard
+        summary.shards_seen += task.is_whole
+        summary.parquet_seen += task.is_parquet
         if not stat.S_ISREG(status.st_mode):
             summary.errors.append((relative, "not a regular file (a FIFO or device?)"))
         elif not force and atomic.is_done(status, target):
