@@ -21,7 +21,11 @@
 //     seeking (on by default) gives the same windows as seek=false;
 //   - HWC (interleaved) output holds the same pixels as CHW planes;
 //   - the resized path, at every DCT scale, is deterministic and equals the
-//     window of a decode of every column at that scale (check_resized).
+//     window of a decode of every column at that scale (check_resized);
+//   - a grid crop (csrc/grid_crop.h) of a rectangle equals the same rectangle
+//     of the grid crop of the whole grid, bit for bit, for grids smaller,
+//     larger and one row high, with and without antialias, in CHW and HWC
+//     (check_grid).
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -34,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "grid_crop.h"
 #include "jpeg_decoder.h"
 #include "prepare.h"
 
@@ -545,6 +550,127 @@ bool check_resized(const std::string& name, const Bytes& file) {
   return c.passed();
 }
 
+// decode_grid_crop of `crop` into a buffer pre-filled with `fill`.
+Decoded grid_crop(const Bytes& file, const custom_op::GridCrop& crop, ColorMode mode,
+                  custom_op::PixelOrder order, uint8_t fill) {
+  Decoded result;
+  DecodeOptions options;
+  options.limits.max_pixels = kMaxPixels;
+  JpegDecoder decoder(file.data(), file.size(), options);
+  result.status = decoder.read_header(&result.info);
+  if (!result.status.ok()) {
+    return result;
+  }
+  result.pixels.assign(static_cast<size_t>(custom_op::output_channels(result.info, mode)) *
+                           static_cast<size_t>(crop.rect.height * crop.rect.width),
+                       fill);
+  result.status = custom_op::decode_grid_crop(&decoder, result.info, crop, mode, order,
+                                              result.pixels.data());
+  return result;
+}
+
+// The rectangle `r` of an image `width` pixels wide, in either order.
+Bytes cut_rect(const Bytes& image, int64_t height, int64_t width, int channels,
+               custom_op::PixelOrder order, const Window& r) {
+  Bytes out;
+  if (order == custom_op::PixelOrder::kInterleaved) {
+    for (int64_t y = r.y; y < r.y + r.height; ++y) {
+      const auto row = image.begin() + static_cast<ptrdiff_t>((y * width + r.x) * channels);
+      out.insert(out.end(), row, row + r.width * channels);
+    }
+    return out;
+  }
+  JpegInfo shape;
+  shape.height = static_cast<int>(height);
+  shape.width = static_cast<int>(width);
+  return cut(image, shape, channels, r);
+}
+
+// Rectangles of a grid: the corners, a single sample, a row, a column, the
+// middle, and a random one.
+std::vector<Window> grid_rects(int64_t h, int64_t w, uint64_t seed) {
+  std::vector<Window> rects = {
+      Window{0, 0, (h + 1) / 2, (w + 1) / 2}, Window{h / 2, w / 2, h - h / 2, w - w / 2},
+      Window{h - 1, 0, 1, 1},                 Window{h / 3, 0, 1, w},
+      Window{0, w - 1, h, 1},                 Window{h / 4, w / 4, std::max<int64_t>(1, h / 2),
+                                                     std::max<int64_t>(1, w / 2)},
+  };
+  Lcg random(seed);
+  const int64_t y = random.below(h);
+  const int64_t x = random.below(w);
+  rects.push_back(Window{y, x, 1 + random.below(h - y), 1 + random.below(w - x)});
+  return rects;
+}
+
+// Grid crops, once per valid file: for grids smaller, larger, one row high
+// and of the image's height (that axis is copied, not resampled), the whole
+// grid is the same twice (pre-filled differently: no byte left unwritten),
+// its HWC and CHW outputs agree, and every rectangle equals the same
+// rectangle cut from the whole grid, bit for bit.
+bool check_grid(const std::string& name, const Bytes& file, uint64_t seed) {
+  Case c(name + " [grid crop]");
+  JpegInfo info;
+  {
+    DecodeOptions options;
+    options.limits.max_pixels = kMaxPixels;
+    JpegDecoder decoder(file.data(), file.size(), options);
+    if (!decoder.read_header(&info).ok() ||
+        !decode(file, Window{}, ColorMode::kRgb, options, 0).status.ok()) {
+      return true;
+    }
+  }
+  const int64_t h = info.height;
+  const int64_t w = info.width;
+  const std::vector<std::pair<int64_t, int64_t>> grids = {
+      {std::max<int64_t>(1, h * 2 / 5), std::max<int64_t>(1, w / 3)},
+      {h * 3 / 2 + 1, w * 2 - 1},
+      {1, w / 2 + 1},
+      {h, std::max<int64_t>(1, w * 2 / 3)},
+  };
+  using custom_op::PixelOrder;
+  for (const auto& [grid_height, grid_width] : grids) {
+    for (ColorMode mode : {ColorMode::kRgb, ColorMode::kGray, ColorMode::kUnchanged}) {
+      const int channels = custom_op::output_channels(info, mode);
+      for (bool antialias : {true, false}) {
+        const custom_op::GridCrop all{grid_height, grid_width, Window{0, 0, grid_height, grid_width},
+                                      antialias};
+        const std::string what = "grid " + std::to_string(grid_height) + "x" +
+                                 std::to_string(grid_width) + " in " + mode_name(mode) +
+                                 (antialias ? " antialiased" : " plain");
+        const Decoded whole = grid_crop(file, all, mode, PixelOrder::kPlanar, 0x00);
+        if (!whole.status.ok()) {
+          c.fail(what + " failed: " + whole.status.message);
+          continue;
+        }
+        const Decoded again = grid_crop(file, all, mode, PixelOrder::kPlanar, 0xff);
+        c.expect(again.status.ok() && again.pixels == whole.pixels,
+                 what + " differs between two calls");
+        const Decoded whole_hwc = grid_crop(file, all, mode, PixelOrder::kInterleaved, 0x5a);
+        c.expect(whole_hwc.status.ok() && to_planes(whole_hwc.pixels, channels) == whole.pixels,
+                 what + " differs between HWC and CHW order");
+        for (const Window& rect : grid_rects(grid_height, grid_width, ++seed)) {
+          for (PixelOrder order : {PixelOrder::kPlanar, PixelOrder::kInterleaved}) {
+            const Decoded& reference = order == PixelOrder::kPlanar ? whole : whole_hwc;
+            if (!reference.status.ok()) {
+              continue;
+            }
+            const custom_op::GridCrop crop{grid_height, grid_width, rect, antialias};
+            const Decoded part = grid_crop(file, crop, mode, order, 0xa5);
+            const std::string where = what + ", " + describe(rect) +
+                                      (order == PixelOrder::kPlanar ? " CHW" : " HWC");
+            c.expect(part.status.ok(), where + " failed: " + part.status.message);
+            c.expect(!part.status.ok() ||
+                         part.pixels == cut_rect(reference.pixels, grid_height, grid_width,
+                                                 channels, order, rect),
+                     where + " differs from the same rectangle of the whole grid");
+          }
+        }
+      }
+    }
+  }
+  return c.passed();
+}
+
 // Damaged copies: truncations, and single bit flips near the start (the
 // markers) and in the second half (usually entropy-coded data). For a
 // progressive file also a valid one: its first scans, then EOI, as an encoder
@@ -624,6 +750,7 @@ int main(int argc, char** argv) {
     }
     count(check_limits(path, file));
     count(check_resized(path, file));
+    count(check_grid(path, file, seed));
     Bytes prepared;
     custom_op::PrepareInfo prepare_info;
     custom_op::PrepareOptions prepare_options;

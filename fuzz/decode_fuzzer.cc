@@ -13,13 +13,20 @@
 //   param[5]     bits 0-1: the mode (3 is RGB again), bit 2: strict,
 //                bit 3: the whole image, bit 4: decode_resized() instead of
 //                decode(), bits 5-6: its DCT scale (1, 2, 4 or 8 eighths),
-//                bit 7: antialias; the output size comes from param[0..3]
+//                bit 7: antialias; the output size comes from param[0..3];
+//                bit 4 clear and bit 5 set: decode_grid_crop() instead of
+//                decode(): a rectangle of a grid of 1..min(2 x, 512) times
+//                the image's size (param[0] ^ param[2], param[1] ^ param[3]),
+//                the rectangle from param[0..3] as fractions of the grid
+//                (bit 3: the whole grid), bit 7: antialias
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <vector>
 
+#include "grid_crop.h"
 #include "jpeg_decoder.h"
 #include "prepare.h"
 
@@ -40,6 +47,10 @@ constexpr size_t kParamBytes = 6;
 
 // Scales `byte` (0..255) to 0..range-1, or 0 when range <= 0.
 int64_t scale(uint8_t byte, int64_t range) { return range > 0 ? byte * range / 256 : 0; }
+
+// A grid size for an image side of `size` pixels: 1..2 x size (up and down
+// and, now and then, the same size), at most 512.
+int64_t grid_size(uint8_t byte, int64_t size) { return 1 + scale(byte, std::min<int64_t>(2 * size, 512)); }
 
 // The whole image in RGB, or an empty vector when it does not decode.
 std::vector<uint8_t> whole_rgb(const uint8_t* data, size_t size, custom_op::DecodeOptions options) {
@@ -113,18 +124,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const auto mode = static_cast<custom_op::ColorMode>((param[5] & 0x03) % 3);
+  const bool grid = (param[5] & 0x30) == 0x20;
+  custom_op::GridCrop crop;
+  if (grid) {
+    crop.grid_height = grid_size(param[0] ^ param[2], info.height);
+    crop.grid_width = grid_size(param[1] ^ param[3], info.width);
+    crop.antialias = (param[5] & 0x80) != 0;
+  }
+  const int64_t area_height = grid ? crop.grid_height : info.height;
+  const int64_t area_width = grid ? crop.grid_width : info.width;
   custom_op::Window window;
   if (param[5] & 0x08) {
-    window = {0, 0, info.height, info.width};
+    window = {0, 0, area_height, area_width};
   } else {
-    // Sizes reach one pixel past the image, so that check_window also sees
-    // windows that do not fit.
-    window.y = scale(param[0], info.height);
-    window.x = scale(param[1], info.width);
-    window.height = 1 + scale(param[2], info.height - window.y + 1);
-    window.width = 1 + scale(param[3], info.width - window.x + 1);
+    // Sizes reach one pixel past the image (or grid), so that check_window
+    // and grid_crop_fits also see windows that do not fit.
+    window.y = scale(param[0], area_height);
+    window.x = scale(param[1], area_width);
+    window.height = 1 + scale(param[2], area_height - window.y + 1);
+    window.width = 1 + scale(param[3], area_width - window.x + 1);
   }
-  if (!decoder.check_window(window).ok()) {
+  crop.rect = window;
+  if (!grid && !decoder.check_window(window).ok()) {
     return 0;
   }
   const bool resized = (param[5] & 0x10) != 0;
@@ -136,11 +157,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
   const custom_op::PixelOrder order =
       (param[4] & 0x10) ? custom_op::PixelOrder::kInterleaved : custom_op::PixelOrder::kPlanar;
-  const custom_op::Status status =
-      resized ? decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
-                                       out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
-                                       out.get(), order)
-              : decoder.decode(window, mode, out.get(), order);
+  custom_op::Status status;
+  if (grid) {
+    status = custom_op::decode_grid_crop(&decoder, info, crop, mode, order, out.get());
+    // A rectangle outside its grid is refused before anything is decoded.
+    if (!custom_op::grid_crop_fits(crop) && status.code != custom_op::StatusCode::kInvalidArgument) {
+      std::abort();
+    }
+  } else if (resized) {
+    status = decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
+                                    out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
+                                    out.get(), order);
+  } else {
+    status = decoder.decode(window, mode, out.get(), order);
+  }
   if (!status.ok()) {
     return 0;
   }

@@ -42,12 +42,15 @@ _SHORT = {"4:4:4": "444", "4:2:2": "422", "4:2:0": "420", "4:4:0": "440", "4:1:1
 _ODD_SIZES = [(1, 1), (1, 17), (17, 1), (2, 3), (7, 9), (9, 7), (15, 17), (16, 16), (17, 15),
               (31, 33), (33, 31), (63, 65), (65, 63), (257, 256), (256, 257)]
 # (y, x, height, width) as fractions of 256, then mode (0 rgb, 1 gray,
-# 2 unchanged) | 0x04 strict | 0x08 whole image; byte 4 = 0x00 keeps max_scans.
+# 2 unchanged) | 0x04 strict | 0x08 whole image (| 0x20 a grid crop, | 0x80
+# antialiased; fuzz/decode_fuzzer.cc); byte 4 = 0x00 keeps max_scans (0x10: HWC).
 _TRAILERS = {
     "rgb-strict-middle": bytes([64, 64, 128, 128, 0x00, 0x04]),
     "unchanged-lenient-corner": bytes([250, 250, 255, 255, 0x00, 0x02]),
     "gray-strict-whole": bytes([0, 0, 0, 0, 0x00, 0x0D]),
     "rgb-scans2-whole": bytes([0, 0, 0, 0, 0x81, 0x0C]),
+    "rgb-grid-antialias-middle": bytes([64, 64, 200, 160, 0x00, 0xA0]),
+    "gray-grid-hwc-whole": bytes([48, 144, 80, 16, 0x10, 0x29]),
 }
 
 
