@@ -84,7 +84,7 @@ def _byte_tensor(data: JpegData) -> torch.Tensor:
     """
     encoded = _as_encoded(data, "EncodedJpeg")
     if isinstance(encoded, torch.Tensor):
-        return encoded.as_subclass(torch.Tensor)
+        return torch.Tensor.as_subclass(encoded, torch.Tensor)
     if encoded.readonly:
         encoded = bytearray(encoded)
     if len(encoded) == 0:
@@ -150,7 +150,7 @@ def _refusal(name: str) -> TypeError:
         return TypeError("torch.compile cannot take an EncodedJpeg (it holds a JPEG's encoded "
                          "bytes, not pixels, and its decode happens outside a graph): decode it "
                          "before the compiled function, or pass its bytes as a plain uint8 tensor "
-                         "(.as_subclass(torch.Tensor)) to custom_op.decode_and_crop_jpeg or "
+                         "(.encoded_bytes()) to custom_op.decode_and_crop_jpeg or "
                          "decode_and_resized_crop_jpeg inside it")
     if name in _SIZE_QUERIES:
         what = {"shape": ".shape", "ndim": ".ndim", "__len__": "len()"}.get(name, f"{name}()")
@@ -295,7 +295,7 @@ class EncodedJpeg(tv_tensors.Image):
         checked once, when they were built.
         """
         if isinstance(data, EncodedJpeg):
-            return cls.wrap(data.as_subclass(torch.Tensor), data, options=options,
+            return cls.wrap(data.encoded_bytes(), data, options=options,
                             source=data.source if source is None else source)
         tensor = _byte_tensor(data)
         with _named_errors(source):
@@ -331,9 +331,27 @@ class EncodedJpeg(tv_tensors.Image):
                          source=kwargs.get("source", like.source),
                          pending_resize=kwargs.get("pending_resize", like.pending_resize))
 
+    def encoded_bytes(self) -> torch.Tensor:
+        """The file's bytes: a plain 1-D uint8 tensor sharing this one's memory.
+
+        What to pass to custom_op's decode functions (inside ``torch.compile``
+        too). Unlike ``.as_subclass(torch.Tensor)``, it gives the bytes also
+        while a resize is pending.
+        """
+        return torch.Tensor.as_subclass(self, torch.Tensor)
+
+    def as_subclass(self, cls: type) -> torch.Tensor:  # type: ignore[override]
+        # Unwrapping is how tensor subclasses are usually turned into plain tensors (a collate
+        # function stacking images, torchvision's own code). Unwrapping an image whose resize is
+        # pending gives that image, as every other operation on it does, never the file's bytes
+        # (Tensor.as_subclass bypasses __torch_function__, hence this override).
+        if getattr(self, "pending_resize", None) is not None:
+            return self.decode().as_subclass(cls)
+        return torch.Tensor.as_subclass(self, cls)
+
     def with_pending_resize(self, pending: Optional[PendingResize]) -> "EncodedJpeg":
         """The same file (bytes shared) with ``pending`` as its resize still to be computed."""
-        return self.wrap(self.as_subclass(torch.Tensor), self, pending_resize=pending)
+        return self.wrap(self.encoded_bytes(), self, pending_resize=pending)
 
     @classmethod
     def __torch_function__(cls, func: Any, types: Any, args: Sequence[Any] = (),
@@ -367,7 +385,7 @@ class EncodedJpeg(tv_tensors.Image):
             if self.pending_resize is not None:  # the resized image's, as numel() or size() give
                 return torch.Size((self.num_channels, *self.canvas_size))
             raise _refusal("shape")
-        return self.as_subclass(torch.Tensor).shape
+        return self.encoded_bytes().shape
 
     @property
     def ndim(self) -> int:  # type: ignore[override]
@@ -375,7 +393,7 @@ class EncodedJpeg(tv_tensors.Image):
             if self.pending_resize is not None:
                 return 3
             raise _refusal("ndim")
-        return self.as_subclass(torch.Tensor).ndim
+        return self.encoded_bytes().ndim
 
     @classmethod
     def _wrap_output(cls, output: Any, args: Sequence[Any] = (),
@@ -388,7 +406,7 @@ class EncodedJpeg(tv_tensors.Image):
             return type(output)(cls._wrap_output(part, args, kwargs) for part in output)
         if not isinstance(output, torch.Tensor) or like is None:
             return output
-        plain = output.as_subclass(torch.Tensor)
+        plain = torch.Tensor.as_subclass(output, torch.Tensor)
         if plain.dtype != torch.uint8 or plain.dim() != 1:
             return plain
         return cls.wrap(plain, like)
@@ -435,7 +453,7 @@ class EncodedJpeg(tv_tensors.Image):
                            width: int) -> tv_tensors.Image:
         """Decodes only the window of the file's own image (``file_size``), ignoring any resize."""
         with self.errors_named():
-            pixels = decode_and_crop_jpeg(self.as_subclass(torch.Tensor), top, left, height, width,
+            pixels = decode_and_crop_jpeg(self.encoded_bytes(), top, left, height, width,
                                           **self.options.decode_arguments())
         return tv_tensors.Image(pixels)
 

@@ -127,7 +127,7 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
         scale = choose_scale(height, width, size)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
-            encoded.as_subclass(torch.Tensor), top, left, height, width, size[0], size[1], scale,
+            encoded.encoded_bytes(), top, left, height, width, size[0], size[1], scale,
             antialias, **_native_arguments(encoded))
     return tv_tensors.Image(pixels)
 
@@ -166,7 +166,7 @@ def _scaled_rect(encoded: "EncodedJpeg", top: int, left: int, height: int, width
     x, cols, box_x = _reach(grid_width, file_width, left, width, margin_x)
     box = [box_y, box_x, height * file_height / grid_height, width * file_width / grid_width]
     with encoded.errors_named():
-        pixels = _C.decode_box_resized(encoded.as_subclass(torch.Tensor), y, x, rows, cols, box,
+        pixels = _C.decode_box_resized(encoded.encoded_bytes(), y, x, rows, cols, box,
                                        height, width, scale, pending.antialias,
                                        **_native_arguments(encoded))
     return tv_tensors.Image(pixels)
@@ -190,7 +190,7 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
         if scale < 8:
             return _scaled_rect(encoded, top, left, height, width, scale)
     with encoded.errors_named():
-        pixels = _C.decode_grid_crop(encoded.as_subclass(torch.Tensor), grid_height, grid_width,
+        pixels = _C.decode_grid_crop(encoded.encoded_bytes(), grid_height, grid_width,
                                      top, left, height, width, pending.antialias,
                                      **_native_arguments(encoded))
     return tv_tensors.Image(pixels)

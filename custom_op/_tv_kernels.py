@@ -60,7 +60,7 @@ def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, widt
     if (interpolation == InterpolationMode.BILINEAR and not encoded.options.exact
             and native_size(size)):
         with encoded.errors_named():
-            pixels = decode_and_resized_crop_jpeg(encoded.as_subclass(torch.Tensor), top, left,
+            pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left,
                                                   height, width, size, antialias=antialias,
                                                   **encoded.options.decode_arguments())
         return tv_tensors.Image(pixels)

@@ -201,6 +201,11 @@ def test_pending_resize_acts_as_the_resized_image(photos) -> None:
     assert torch.equal(F.resized_crop(pending, 3, 4, 50, 60, [20, 20]),
                        F.resized_crop(resized, 3, 4, 50, 60, [20, 20]))
     assert torch.equal(F.resize(pending, 40), F.resize(resized, 40))
+    # Unwrapped (a collate function stacking images), it is the resized image, not the bytes;
+    # its shape is the resized image's without decoding, and encoded_bytes() gives the file.
+    assert pending.shape == resized.shape and pending.ndim == 3
+    assert torch.equal(pending.as_subclass(torch.Tensor), resized.as_subclass(torch.Tensor))
+    assert bytes(pending.encoded_bytes().numpy()) == data
     # Pickled (out of a DataLoader worker), it is the resized image: decoded where it was made.
     copy = pickle.loads(pickle.dumps(v2.Resize(100)(EncodedJpeg(data))))
     assert type(copy) is tv_tensors.Image and torch.equal(copy, resized)
