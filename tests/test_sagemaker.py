@@ -20,6 +20,10 @@ import pytest
 
 import _sdk_venvs
 
+# The module-scoped fixtures below are expensive (a cold build, a local job): one xdist
+# worker runs the whole module, so that they are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("sagemaker")
+
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
 BUILDING = "building the native extension"
@@ -377,6 +381,7 @@ def test_run_local_refuses_a_bad_prepare_setting(tmp_path, env, message):
 #: Runs launch.py with every socket connection refused.
 NETWORK_OFF = """\
 import runpy, socket, sys
+
 def refuse(*args, **kwargs):
     raise OSError("the network is off in this test")
 socket.socket.connect = refuse
