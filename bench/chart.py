@@ -143,22 +143,32 @@ def _prepared_crops(axes, result: dict[str, Any]) -> None:
     axes.set_xlabel("full decode time / crop time (medians, log scale); higher is better", fontsize=8)
 
 
-def _prepared_rrc(axes, result: dict[str, Any]) -> None:
-    items = [item for item in result["sets"] if "rrc_methods" in item]
-    names = [row["method"] for row in items[0]["rrc_methods"]] if items else []
-    height = 0.8 / max(1, len(items))
-    for number, item in enumerate(items):
-        positions = [index + (number - (len(items) - 1) / 2) * height for index in range(len(names))]
-        ratios = [row["speedup_vs_torchvision"] for row in item["rrc_methods"]]
+def _grouped_speedups(axes, names: list[str], groups: list[tuple[str, list[float]]]) -> None:
+    """One bar per method and group (an image size), its ratio written at its end, 1.0 marked.
+
+    ``groups`` holds (label, ratios in the order of ``names``); the x axis leaves room for
+    the labels beyond the longest bar.
+    """
+    height = 0.8 / max(1, len(groups))
+    for number, (label, ratios) in enumerate(groups):
+        positions = [index + (number - (len(groups) - 1) / 2) * height for index in range(len(names))]
         axes.barh(positions, ratios, height=height, color=_SIZE_SHADES[number % len(_SIZE_SHADES)],
-                  label=item["label"])
+                  label=label)
         for position, ratio in zip(positions, ratios):
             axes.text(ratio, position, f"  {ratio:.2f}x", va="center", fontsize=7)
     axes.axvline(1.0, color="grey", linewidth=0.8)
     axes.set_yticks(list(range(len(names))), names, fontsize=8)
     axes.invert_yaxis()
-    axes.set_xlim(0, max([row["speedup_vs_torchvision"] for item in items for row in item["rrc_methods"]] + [1]) * 1.4)
+    axes.set_xlim(0, max([ratio for _, ratios in groups for ratio in ratios] + [1]) * 1.4)
     axes.legend(fontsize=7, loc="lower right")
+
+
+def _prepared_rrc(axes, result: dict[str, Any]) -> None:
+    items = [item for item in result["sets"] if "rrc_methods" in item]
+    names = [row["method"] for row in items[0]["rrc_methods"]] if items else []
+    _grouped_speedups(axes, names, [(item["label"], [row["speedup_vs_torchvision"]
+                                                     for row in item["rrc_methods"]])
+                                    for item in items])
     axes.set_title("RRC(224): speed-up over torchvision, original file", fontsize=9)
     axes.set_xlabel("torchvision's median / method's median; higher is better", fontsize=8)
 
@@ -167,20 +177,9 @@ def _evaluation(axes, result: dict[str, Any]) -> None:
     """Each custom_op mode's speed-up over torchvision, one bar per image size, 1.0 marked."""
     cases = result["cases"]
     names = [row["method"] for row in cases[0]["methods"][1:]] if cases else []
-    height = 0.8 / max(1, len(cases))
-    for number, case in enumerate(cases):
-        positions = [index + (number - (len(cases) - 1) / 2) * height for index in range(len(names))]
-        ratios = [row["speedup_vs_torchvision"] for row in case["methods"][1:]]
-        axes.barh(positions, ratios, height=height, color=_SIZE_SHADES[number % len(_SIZE_SHADES)],
-                  label=case["label"])
-        for position, ratio in zip(positions, ratios):
-            axes.text(ratio, position, f"  {ratio:.2f}x", va="center", fontsize=7)
-    axes.axvline(1.0, color="grey", linewidth=0.8)
-    axes.set_yticks(list(range(len(names))), names, fontsize=8)
-    axes.invert_yaxis()
-    axes.set_xlim(0, max([row["speedup_vs_torchvision"] for case in cases
-                          for row in case["methods"]] + [1]) * 1.4)
-    axes.legend(fontsize=7, loc="lower right")
+    _grouped_speedups(axes, names, [(case["label"], [row["speedup_vs_torchvision"]
+                                                     for row in case["methods"][1:]])
+                                    for case in cases])
     axes.set_title("Resize(256) + CenterCrop(224): speed-up over torchvision's decode_jpeg + "
                    "the same transforms, one thread", fontsize=9)
     axes.set_xlabel("torchvision's median / method's median; higher is better", fontsize=8)
