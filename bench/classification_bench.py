@@ -289,9 +289,8 @@ def format_table(result: dict[str, Any]) -> str:
     density = ", ".join(f"{encoding} {info['mean_encoded_bytes'] / 1024:.0f} KiB "
                         f"({info['mean_bits_per_pixel']:.2f} bits/pixel)" for encoding, info in sets.items())
     headers = ["pipeline", "images/s", "min", "max", "spread", "vs usual recipe", "vs tv uint8"]
-    rows = [[row["config"], f"{row['median_images_per_s']:.0f}", f"{row['min_images_per_s']:.0f}",
-             f"{row['max_images_per_s']:.0f}", f"{100 * row['spread']:.0f}%",
-             report.format_ratio(row["vs_usual_recipe"]), report.format_ratio(row["vs_torchvision_uint8"])]
+    rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_usual_recipe"]),
+             report.format_ratio(row["vs_torchvision_uint8"])]
             for row in result["configs"]]
     spreads = sorted(row["spread"] for row in result["configs"])
     lines = [f"Classification pipelines on {config['images']} {config['width']}x{config['height']} files "

@@ -171,8 +171,7 @@ def format_table(result: dict[str, Any]) -> str:
     config = result["config"]
     info = config["set"]
     headers = ["pipeline", "images/s", "min", "max", "spread", "vs decode_jpeg"]
-    rows = [[row["config"], f"{row['median_images_per_s']:.0f}", f"{row['min_images_per_s']:.0f}",
-             f"{row['max_images_per_s']:.0f}", f"{100 * row['spread']:.0f}%", report.format_ratio(row["vs_torchvision"])]
+    rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_torchvision"])]
             for row in result["configs"]]
     lines = [f"Detection pipeline on {info['num_files']} {config['images']} {config['width']}x{config['height']} files "
              f"({info['mean_encoded_bytes'] / 1024:.0f} KiB, {info['mean_bits_per_pixel']:.2f} bits/pixel) with "

@@ -165,9 +165,7 @@ def format_table(result: dict[str, Any]) -> str:
     config = result["config"]
     info = config["set"]
     headers = ["pipeline", "images/s", "min", "max", "spread", "vs Image()"]
-    rows = [[row["config"], f"{row['median_images_per_s']:.0f}", f"{row['min_images_per_s']:.0f}",
-             f"{row['max_images_per_s']:.0f}", f"{100 * row['spread']:.0f}%",
-             report.format_ratio(row["vs_pillow"])] for row in result["configs"]]
+    rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_pillow"])] for row in result["configs"]]
     return "\n".join([
         f"Hugging Face datasets on {config['images']} {config['width']}x{config['height']} files "
         f"({config['files']} baseline, {info['mean_encoded_bytes'] / 1024:.0f} KiB, "

@@ -62,3 +62,9 @@ def summarise(name: str, rates: list[float], warmup: float) -> dict[str, Any]:
     return {"config": name, "median_images_per_s": median, "min_images_per_s": min(rates),
             "max_images_per_s": max(rates), "spread": (max(rates) - min(rates)) / median,
             "per_round_images_per_s": rates, "warmup_images_per_s": warmup}
+
+
+def table_cells(row: dict[str, Any]) -> list[str]:
+    """A summarised row's first table cells: its name, median, min and max images/s, spread."""
+    return [row["config"], f"{row['median_images_per_s']:.0f}", f"{row['min_images_per_s']:.0f}",
+            f"{row['max_images_per_s']:.0f}", f"{100 * row['spread']:.0f}%"]

@@ -123,8 +123,7 @@ def format_table(result: dict[str, Any]) -> str:
     """The pipelines as a markdown table, the noise and the target."""
     config = result["config"]
     headers = ["pipeline", "images/s", "min", "max", "spread", "vs ImageFolder"]
-    rows = [[row["config"], f"{row['median_images_per_s']:.0f}", f"{row['min_images_per_s']:.0f}",
-             f"{row['max_images_per_s']:.0f}", f"{100 * row['spread']:.0f}%", report.format_ratio(row["vs_imagefolder"])]
+    rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_imagefolder"])]
             for row in result["configs"]]
     lines = [f"timm {config['timm']} train transform on {config['images']} {config['width']}x{config['height']} "
              f"files ({config['files_per_encoding']} baseline + {config['files_per_encoding']} progressive):",
