@@ -131,6 +131,18 @@ inline int32_t to_fixed(double weight, int precision) {
   return static_cast<int32_t>(v < 0 ? -0.5 + v : 0.5 + v);
 }
 
+// ATen's precision for int16 weights whose largest is `largest` (at most 1):
+// as many fraction bits as keep twice that weight below 2^15.
+inline int fixed_precision(double largest) {
+  int precision = 0;
+  for (; precision < 22; ++precision) {
+    if (static_cast<int>(0.5 + largest * (1 << (precision + 1))) >= (1 << 15)) {
+      break;
+    }
+  }
+  return precision;
+}
+
 }  // namespace detail
 
 // The taps of output samples [out_first, out_first + out_count) of the
@@ -167,12 +179,7 @@ inline GridTaps grid_taps(int64_t in_size, int64_t out_size, int64_t out_first, 
       taps.count[static_cast<size_t>(i - out_first)] = static_cast<int>(count);
     }
   }
-  int precision = 0;
-  for (; precision < 22; ++precision) {
-    if (static_cast<int>(0.5 + largest * (1 << (precision + 1))) >= (1 << 15)) {
-      break;
-    }
-  }
+  const int precision = detail::fixed_precision(largest);
   taps.precision = precision;
   taps.max_taps = max_taps;
   taps.in_first = in_size;

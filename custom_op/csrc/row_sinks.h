@@ -65,45 +65,49 @@ class OutputSink : public RowSink {
   bool direct_;
 };
 
-// Resizes the window while it is decoded: each row is resampled horizontally
-// as it arrives, on libjpeg's interleaved pixels (1 or 4 bytes: `layout` is
-// kGray, kRgbx or kCmyk); finish() resamples the columns and only then
-// writes the small result in the output's order (and converts CMYK, so CMYK files are resized before their conversion to
-// RGB, a difference far below the resampling's own rounding).
+// Resizes the window while it is decoded: rows are resampled horizontally
+// as they arrive, on libjpeg's interleaved pixels (1 or 4 bytes: `layout` is
+// kGray, kRgbx or kCmyk), into uint8 rows of the output's width; finish()
+// resamples the columns and only then writes the small result in the
+// output's order (and converts CMYK, so CMYK files are resized before their
+// conversion to RGB, a difference far below the resampling's own rounding).
 // `box` is the requested window in the decoded window's pixels (fractional
 // at reduced scales), so the output is aligned to the request exactly.
 class ResizeSink : public RowSink {
  public:
   ResizeSink(RowLayout layout, int out_channels, const Window& decoded, double box_y, double box_x,
              double box_height, double box_width, int out_height, int out_width, bool antialias)
-      : layout_(layout), pixel_bytes_(bytes_per_pixel(layout)),
-        out_channels_(out_channels), out_height_(out_height),
-        out_width_(out_width),
-        taps_x_(resample_taps(box_x, box_width, static_cast<int>(decoded.width), out_width, antialias)),
-        taps_y_(resample_taps(box_y, box_height, static_cast<int>(decoded.height), out_height, antialias)),
-        row_floats_(static_cast<size_t>(decoded.width) * pixel_bytes_),
-        rows_(static_cast<size_t>(decoded.height) * out_width * pixel_bytes_) {}
+      : layout_(layout), pixel_bytes_(bytes_per_pixel(layout)), out_channels_(out_channels),
+        out_height_(out_height), out_width_(out_width), in_rows_(decoded.height),
+        in_row_bytes_(static_cast<size_t>(decoded.width) * pixel_bytes_),
+        out_row_bytes_(static_cast<size_t>(out_width) * pixel_bytes_),
+        taps_x_(box_taps(box_x, box_width, decoded.width, out_width, antialias)),
+        taps_y_(box_taps(box_y, box_height, decoded.height, out_height, antialias)),
+        pair_(2 * in_row_bytes_),
+        rows_(static_cast<size_t>(decoded.height) * out_row_bytes_) {}
 
+  // Rows go through the width pass two at a time, which sets up each tap's
+  // weights once for both (0.36 -> 0.27 ms for 470 rows in grid_resample.h):
+  // an even row waits in pair_ for the next one, or for the last.
   void consume(int64_t row, const JSAMPLE* pixels) override {
-    bytes_to_floats(pixels, row_floats_.size(), row_floats_.data());
-    float* dst = rows_.data() + static_cast<size_t>(row) * out_width_ * pixel_bytes_;
-    if (pixel_bytes_ == 1) {
-      resample_row<1>(row_floats_.data(), taps_x_, dst);
-    } else {
-      resample_row<4>(row_floats_.data(), taps_x_, dst);
+    const int64_t in_pair = row % 2;
+    std::memcpy(pair_.data() + static_cast<size_t>(in_pair) * in_row_bytes_, pixels, in_row_bytes_);
+    if (in_pair == 1 || row + 1 == in_rows_) {
+      const int64_t first = row - in_pair;
+      resample_rows_fixed(pair_.data(), in_row_bytes_, in_pair + 1, pixel_bytes_, taps_x_,
+                          rows_.data() + static_cast<size_t>(first) * out_row_bytes_, out_row_bytes_);
     }
   }
 
   // Writes the output in `order`; call after every row was consumed.
   void finish(PixelOrder order, uint8_t* out) {
-    const int row_floats = out_width_ * pixel_bytes_;
-    std::vector<uint8_t> interleaved(static_cast<size_t>(out_height_) * row_floats);
-    std::vector<float> scratch;
-    resample_columns(rows_.data(), row_floats, taps_y_, interleaved.data(), &scratch);
+    std::vector<uint8_t> interleaved(static_cast<size_t>(out_height_) * out_row_bytes_);
+    std::vector<int32_t> scratch;
+    resample_columns_fixed(rows_.data(), out_row_bytes_, taps_y_, interleaved.data(), &scratch);
     OutputSink sink(layout_, out_width_, out_channels_, order,
                     static_cast<size_t>(out_height_) * out_width_, out);
     for (int r = 0; r < out_height_; ++r) {
-      sink.consume(r, interleaved.data() + static_cast<size_t>(r) * row_floats);
+      sink.consume(r, interleaved.data() + static_cast<size_t>(r) * out_row_bytes_);
     }
   }
 
@@ -113,10 +117,13 @@ class ResizeSink : public RowSink {
   int out_channels_;
   int out_height_;
   int out_width_;
-  ResampleTaps taps_x_;
-  ResampleTaps taps_y_;
-  std::vector<float> row_floats_;
-  std::vector<float> rows_;
+  int64_t in_rows_;
+  size_t in_row_bytes_;
+  size_t out_row_bytes_;
+  GridTaps taps_x_;
+  GridTaps taps_y_;
+  std::vector<uint8_t> pair_;
+  std::vector<uint8_t> rows_;
 };
 
 }  // namespace detail
