@@ -19,8 +19,8 @@ beyond what the native core takes (over 65535, e.g. ``Resize(256)`` of a
 result is torchvision's. With ``exact=True`` the rectangle comes out bit for
 bit as torchvision's decode_jpeg + resize + crop (csrc/grid_resample.h
 resamples exactly as ATen does, on the window only); without it, windows at
-least four times the output decode at 1/4 or 1/8 DCT scale (docs/torchvision.md gives
-the measured difference).
+least twice the output decode at 1/2, 1/4 or 1/8 DCT scale (docs/torchvision.md
+gives the measured difference).
 """
 
 from __future__ import annotations
@@ -42,21 +42,14 @@ if TYPE_CHECKING:
 
 #: The native core's largest output side (a JPEG's own limit).
 _NATIVE_MAX_SIDE = 65535
-#: The largest DCT scale numerator (n/8) a pending resize decodes at when not exact. At 1/2
-#: the scaled decode and the float resampler cost more than a full-scale window resampled by
-#: csrc/grid_resample.h (real 800x533 photos: 1.9 ms against 1.4 ms for the centre crop of a
-#: Resize(256)); from 1/4 down the inverse DCT saved wins (2560x1600: 2.4x).
-_LARGEST_FUSED_SCALE = 2
-
-
 def _fused_scale(height: float, width: float, size: tuple[int, int], antialias: bool) -> int:
-    """The DCT scale numerator for a pending resize's window: 1/8 or 1/4 when they fit, else 8.
+    """The DCT scale numerator for a pending resize's window: the smallest that still gives
+    ``size``, or 8 (full scale) for a resize without antialiasing.
 
     Only antialiased resizes scale: a DCT-scaled decode averages blocks, close to the widened
     filter, while plain bilinear interpolation of a shrink picks two samples out of many.
     """
-    scale = choose_scale(height, width, size)
-    return scale if antialias and scale <= _LARGEST_FUSED_SCALE else 8
+    return choose_scale(height, width, size) if antialias else 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +107,7 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     full scale resized by the ATen kernel torchvision uses. Other
     interpolations and outsize outputs decode the exact window and hand it
     to torchvision's resize. A ``pending`` resize (Resize's, computed in
-    full) takes a reduced scale only from 1/4 down (see _LARGEST_FUSED_SCALE).
+    full) takes a reduced scale only when antialiased (see _fused_scale).
     """
     if interpolation != InterpolationMode.BILINEAR or not native_size(size):
         window = encoded.decode_file_window(top, left, height, width)
