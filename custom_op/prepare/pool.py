@@ -53,6 +53,10 @@ Work = Callable[[Task, bool], list[Outcome]]
 _stop_event: Optional[multiprocessing.synchronize.Event] = None
 # A worker's message that it starts the next task of its chunk (outcomes are lists).
 _STARTED = "started"
+# What reading from a pipe whose other end died raises. Pipes are Unix socket pairs: a process
+# that dies with a chunk still unread in its end makes the kernel reset the connection, so the
+# reader gets ConnectionResetError (after every message sent before the death) instead of EOF.
+_PEER_GONE = (EOFError, ConnectionResetError)
 
 
 def stop_requested() -> bool:
@@ -101,8 +105,8 @@ def _worker_main(connection: multiprocessing.connection.Connection, work: Work, 
     while True:
         try:
             chunk = connection.recv()
-        except EOFError:
-            return  # the parent closed the pipe
+        except _PEER_GONE:
+            return  # the parent closed the pipe, or died
         if chunk is None:
             return
         for task in chunk:
@@ -164,7 +168,7 @@ class _Worker:
             pass  # it died: its sentinel says so, and the chunk is taken back then
 
     def receive(self, record: Callable[[list[Outcome]], None]) -> None:
-        """Handles every message waiting in the pipe; EOFError when the worker is gone."""
+        """Handles every message waiting in the pipe; one of _PEER_GONE when the worker is gone."""
         while self.connection.poll():
             message = self.connection.recv()
             if message == _STARTED:
@@ -268,8 +272,8 @@ def _alive_after_reading(worker: _Worker, ready: set,
         return True
     try:
         worker.receive(record)
-    except EOFError:
-        return False  # the pipe closed: the process is gone or going
+    except _PEER_GONE:
+        return False  # the pipe closed or was reset: the process is gone or going
     return worker.process.sentinel not in ready
 
 
