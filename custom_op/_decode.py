@@ -15,6 +15,10 @@ JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  #
 
 MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 
+#: What every JPEG file starts with: SOI (FF D8), then another marker's FF. The datasets and
+#: prepare tell JPEG files by it rather than by name (ImageNet's n02105855_2933.JPEG is a PNG).
+JPEG_SIGNATURE = b"\xff\xd8\xff"
+
 #: Default limits; see decode_and_crop_jpeg's docstring.
 DEFAULT_MAX_PIXELS = 1 << 28
 DEFAULT_MAX_SCANS = 256

@@ -18,11 +18,12 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from torchvision import tv_tensors
 
+from .._decode import JPEG_SIGNATURE
 from .._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._errors import JpegDecodeError
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
-from ._loading import _JPEG_SIGNATURE, _decode_with_pillow, _decode_with_torchvision, _how_it_starts
+from ._loading import _decode_with_pillow, _decode_with_torchvision, _how_it_starts
 
 __all__ = ["HfImageTransform", "hf_image"]
 
@@ -107,7 +108,7 @@ def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
         torch.Size([3, 224, 224])
     """
     raw, name = _bytes_and_source(value, source)
-    if raw.startswith(_JPEG_SIGNATURE):
+    if raw.startswith(JPEG_SIGNATURE):
         return EncodedJpeg.with_options(raw, options, source=name)
     return _decode_other_format(raw, name, options.mode)
 

@@ -20,12 +20,10 @@ import numpy as np
 import torch
 from torchvision import tv_tensors
 
+from .._decode import JPEG_SIGNATURE
 from .._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._errors import JpegDecodeError
 
-# Every JPEG starts with SOI (FF D8) and then another marker's FF; checking the content rather
-# than the name catches ImageNet's PNG named n02105855_2933.JPEG.
-_JPEG_SIGNATURE = b"\xff\xd8\xff"
 #: Pillow's mode for each decode mode: "unchanged" gives RGB, as ImageFolder does.
 _PILLOW_MODES = {"rgb": "RGB", "gray": "L", "unchanged": "RGB"}
 
@@ -100,6 +98,6 @@ def load_sample(path: str, options: DecodeOptions = DecodeOptions()
     with open(path, "rb") as file:
         # A bytearray, not bytes: torch.frombuffer shares it instead of copying.
         raw = bytearray(file.read())
-    if raw.startswith(_JPEG_SIGNATURE):
+    if raw.startswith(JPEG_SIGNATURE):
         return EncodedJpeg.with_options(raw, options, source=path)
     return tv_tensors.Image(_decode_other_format(raw, path, options.mode))

@@ -15,10 +15,9 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .._decode import DEFAULT_MAX_MEMORY, decode_and_crop_jpeg, jpeg_size
+from .._decode import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE, decode_and_crop_jpeg, jpeg_size
 from .._errors import JpegDecodeError
 from .._restart_markers import prepare_jpeg_with_info, seekable
-from ..datasets._loading import _JPEG_SIGNATURE
 from . import atomic, layout
 from .items import COPIED, ERROR, PREPARED, VERIFY_FAILED, Outcome, Task, describe
 
@@ -26,7 +25,7 @@ NOT_A_JPEG = "not a JPEG (does not start with FF D8 FF)"
 EMPTY_FILE = "empty file"
 
 #: How many bytes tell a JPEG from anything else.
-SIGNATURE_LENGTH = len(_JPEG_SIGNATURE)
+SIGNATURE_LENGTH = len(JPEG_SIGNATURE)
 
 
 class Rewrite(NamedTuple):
@@ -41,7 +40,7 @@ class Rewrite(NamedTuple):
 
 def is_jpeg(head: bytes) -> bool:
     """Whether bytes starting with ``head`` are a JPEG (by content, whatever the name)."""
-    return head[:SIGNATURE_LENGTH] == _JPEG_SIGNATURE
+    return head[:SIGNATURE_LENGTH] == JPEG_SIGNATURE
 
 
 def largest_preparable(max_memory: int) -> int:
