@@ -17,11 +17,13 @@ TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 endif
 DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-dev.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
-# pytest-xdist workers (one per core by default); tests that must not share the
-# machine with each other are grouped with xdist_group, which --dist loadgroup keeps
-# on one worker.
+# pytest-xdist workers (one per core by default), each taking whole test files
+# (--dist loadfile), so that a module's expensive fixtures (a cold build, a local
+# SageMaker job) are made once. (--dist loadgroup with xdist_group marks no longer
+# groups anything under pytest 9.2: pytest-dev/pytest-xdist#1386. Every such fixture
+# was made twice, a minute of the run.)
 PYTEST_WORKERS ?= auto
-PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 BENCH_ARGS ?=
 
 .PHONY: all check test bench bench-photos deps jpeg-headers clean

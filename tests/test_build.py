@@ -18,10 +18,6 @@ import pytest
 
 from custom_op import _build, _build_config, _build_diagnosis, _loader
 
-# The module-scoped fixtures below are expensive (a cold build, a local job): one xdist
-# worker runs the whole module, so that they are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("build")
-
 REPO = Path(__file__).resolve().parents[1]
 BUILD_LINE = "building the native extension"
 FIRST_CALL = "import custom_op; print('version', custom_op.libjpeg_version())"

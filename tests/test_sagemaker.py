@@ -20,10 +20,6 @@ import pytest
 
 import _sdk_venvs
 
-# The module-scoped fixtures below are expensive (a cold build, a local job): one xdist
-# worker runs the whole module, so that they are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("sagemaker")
-
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
 BUILDING = "building the native extension"

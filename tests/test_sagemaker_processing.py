@@ -24,10 +24,6 @@ from test_sagemaker import (check_saved_model, clean_env, fake_sdk,  # noqa: F40
                             no_submit_with_sdk, run, sdk_v2_python, sdk_v3_python)
 from test_train_shards import train
 
-# The module-scoped fixtures below are expensive (a cold build, a local job): one xdist
-# worker runs the whole module, so that they are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("sagemaker_processing")
-
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
 LAUNCHER = SAGEMAKER / "launch_prepare.py"

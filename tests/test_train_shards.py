@@ -21,10 +21,6 @@ import custom_op
 from synthetic import photo_jpeg
 from test_sagemaker import REPO, SAGEMAKER, clean_env, load_train_module, run
 
-# The module-scoped fixtures below are expensive (a cold build, a local job): one xdist
-# worker runs the whole module, so that they are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("train_shards")
-
 BAD_JPEG = b"\xff\xd8\xff\xe0" + bytes(100)  # a JPEG signature and nothing readable after it
 
 
