@@ -2,11 +2,13 @@
 
 Each SDK lives in its own venv under REPO/.venv/<name> (``make clean`` keeps
 them), stamped with the requirement it holds: a changed requirement rebuilds
-it, an unchanged one is reused by every later run. Installing an SDK takes
-minutes (v3 pulls in over a hundred packages), so the test session starts
-building the missing ones in the background as it starts (conftest.py runs
-``python tests/_sdk_venvs.py``) while other tests run; the fixtures wait for
-the build under the same file lock.
+it, an unchanged one is reused by every later run. v3 pulls in over a hundred
+packages, so the test session starts building the missing ones in the
+background as it starts (conftest.py runs ``python tests/_sdk_venvs.py``)
+while other tests run; the fixtures wait for the build under the same file
+lock. uv (requirements-dev.txt) makes and fills the venvs: both took 79 s
+with pip (69 s of CPU, taken from the tests running beside it), 14 s with
+uv. Without uv, pip does it.
 """
 
 from __future__ import annotations
@@ -40,18 +42,30 @@ def sdk_python(name: str) -> Path:
     VENVS.mkdir(exist_ok=True)
     with filelock.FileLock(str(root) + ".lock"):
         if not _stamp(name).exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(root)], check=True,
-                           timeout=300)
-            # --no-compile: the tests import a small part of the SDK; Python compiles that
-            # on first import instead of pip compiling every module of every package.
-            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-compile",
-                                   "--disable-pip-version-check", SDKS[name]],
-                                  capture_output=True, text=True, timeout=1500)
+            make_venv, install = _commands(root, python)
+            subprocess.run(make_venv, check=True, timeout=300)
+            done = subprocess.run(install + [SDKS[name]], capture_output=True, text=True,
+                                  timeout=1500)
             if done.returncode != 0:
                 raise RuntimeError(f"installing {SDKS[name]} into {root} failed:\n"
                                    f"{done.stdout}{done.stderr}")
             _stamp(name).touch()
     return python
+
+
+def _commands(root: Path, python: Path) -> tuple[list[str], list[str]]:
+    """(the command that makes the venv at ``root``, the one that installs into it), by uv when
+    it is installed, else by venv and pip. Neither compiles the SDK's modules to bytecode: the
+    tests import a small part of it, which Python compiles on first import."""
+    try:
+        import uv
+        uv_binary = uv.find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        return ([sys.executable, "-m", "venv", "--clear", str(root)],
+                [str(python), "-m", "pip", "install", "--quiet", "--no-compile",
+                 "--disable-pip-version-check"])
+    return ([uv_binary, "venv", "--quiet", "--clear", "--python", sys.executable, str(root)],
+            [uv_binary, "pip", "install", "--quiet", "--python", str(python)])
 
 
 if __name__ == "__main__":
