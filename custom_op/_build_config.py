@@ -31,8 +31,9 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
 HEADERS = ("csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
-           "csrc/resample.h", "csrc/grid_resample.h", "csrc/row_sinks.h", "csrc/restart_seek.h",
-           "csrc/crop_quirk.h", "csrc/jpeg_phases.h", "csrc/jpeg_decoder.h", "csrc/grid_crop.h",
+           "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
+           "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
+           "csrc/jpeg_decoder.h", "csrc/grid_crop.h",
            "csrc/prepare.h", "binding/encoded_bytes.h", "binding/loaded_libjpeg.h",
            "binding/python_errors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.

@@ -25,7 +25,11 @@
 //   - a grid crop (csrc/grid_crop.h) of a rectangle equals the same rectangle
 //     of the grid crop of the whole grid, bit for bit, for grids smaller,
 //     larger and one row high, with and without antialias, in CHW and HWC
-//     (check_grid).
+//     (check_grid);
+//   - the SSE2 and AVX2 versions of the resize passes (csrc/fixed_point_passes.h)
+//     give the portable version's bytes, for every pixel size, shrinking and
+//     enlarging, with odd row counts and widths (check_kernels, once; the
+//     levels this CPU lacks are skipped and said so).
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -671,6 +675,65 @@ bool check_grid(const std::string& name, const Bytes& file, uint64_t seed) {
   return c.passed();
 }
 
+// The resize passes at every kernel level the CPU runs against the portable
+// ones, on random pixels, for 1, 3 and 4 bytes per pixel and for grids that
+// shrink (several taps) and enlarge (two), rectangles at odd offsets, and
+// row counts and widths that leave every SIMD loop a tail.
+bool check_kernels() {
+  using custom_op::GridTaps;
+  using custom_op::KernelLevel;
+  Case c("resize kernels");
+  const KernelLevel best = custom_op::best_kernel_level();
+  std::printf("core_test: resize kernels up to %s\n",
+              best == KernelLevel::kAvx2 ? "AVX2" : best == KernelLevel::kSse2 ? "SSE2" : "portable (no SIMD level to compare)");
+  Lcg random(20261201);
+  const std::vector<std::pair<int64_t, int64_t>> axes = {{375, 256}, {500, 341}, {61, 20},
+                                                         {33, 97}, {7, 3}, {1000, 37}, {5, 5}};
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto [in_h, grid_h] = axes[static_cast<size_t>(random.below(static_cast<int64_t>(axes.size())))];
+    const auto [in_w, grid_w] = axes[static_cast<size_t>(random.below(static_cast<int64_t>(axes.size())))];
+    const bool antialias = random.below(2) == 1;
+    const int64_t rect_h = 1 + random.below(grid_h);
+    const int64_t rect_w = 1 + random.below(grid_w);
+    const GridTaps ty = custom_op::grid_taps(in_h, grid_h, random.below(grid_h - rect_h + 1), rect_h, antialias);
+    const GridTaps tx = custom_op::grid_taps(in_w, grid_w, random.below(grid_w - rect_w + 1), rect_w, antialias);
+    if (ty.identity || tx.identity) {
+      continue;
+    }
+    const int64_t rows = ty.in_end - ty.in_first;
+    const int64_t cols = tx.in_end - tx.in_first;
+    for (int channels : {1, 3, 4}) {
+      Bytes in(static_cast<size_t>(rows * cols * channels));
+      for (uint8_t& v : in) {
+        v = static_cast<uint8_t>(random.below(256));
+      }
+      const size_t out_row = static_cast<size_t>(rect_w * channels);
+      std::vector<Bytes> widened;
+      std::vector<Bytes> resized;
+      for (KernelLevel level : {KernelLevel::kPortable, KernelLevel::kSse2, KernelLevel::kAvx2}) {
+        if (static_cast<int>(level) > static_cast<int>(best)) {
+          break;
+        }
+        widened.emplace_back(static_cast<size_t>(rows) * out_row, 0x5a);
+        resized.emplace_back(static_cast<size_t>(rect_h) * out_row, 0xa5);
+        custom_op::detail::resample_rows_fixed(in.data(), static_cast<size_t>(cols * channels), rows,
+                                               channels, tx, widened.back().data(), out_row, level);
+        custom_op::detail::resample_columns_fixed(widened.back().data(), out_row, ty,
+                                                  resized.back().data(), level);
+      }
+      const std::string what = std::to_string(in_h) + "x" + std::to_string(in_w) + " -> rect " +
+                               std::to_string(rect_h) + "x" + std::to_string(rect_w) + " of " +
+                               std::to_string(grid_h) + "x" + std::to_string(grid_w) + ", " +
+                               std::to_string(channels) + " bytes per pixel";
+      for (size_t level = 1; level < widened.size(); ++level) {
+        c.expect(widened[level] == widened[0], "width pass, level " + std::to_string(level) + ": " + what);
+        c.expect(resized[level] == resized[0], "height pass, level " + std::to_string(level) + ": " + what);
+      }
+    }
+  }
+  return c.passed();
+}
+
 // Damaged copies: truncations, and single bit flips near the start (the
 // markers) and in the second half (usually entropy-coded data). For a
 // progressive file also a valid one: its first scans, then EOI, as an encoder
@@ -741,6 +804,7 @@ int main(int argc, char** argv) {
   int passed = 0;
   int failed = 0;
   auto count = [&](bool ok) { ok ? ++passed : ++failed; };
+  count(check_kernels());
   uint64_t seed = 0;
   for (const std::string& path : paths) {
     const Bytes file = read_file(path);

@@ -102,8 +102,7 @@ class ResizeSink : public RowSink {
   // Writes the output in `order`; call after every row was consumed.
   void finish(PixelOrder order, uint8_t* out) {
     std::vector<uint8_t> interleaved(static_cast<size_t>(out_height_) * out_row_bytes_);
-    std::vector<int32_t> scratch;
-    resample_columns_fixed(rows_.data(), out_row_bytes_, taps_y_, interleaved.data(), &scratch);
+    resample_columns_fixed(rows_.data(), out_row_bytes_, taps_y_, interleaved.data());
     OutputSink sink(layout_, out_width_, out_channels_, order,
                     static_cast<size_t>(out_height_) * out_width_, out);
     for (int r = 0; r < out_height_; ++r) {
