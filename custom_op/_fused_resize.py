@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 #: The native core's largest output side (a JPEG's own limit).
 _NATIVE_MAX_SIDE = 65535
+
+
 def _fused_scale(height: float, width: float, size: tuple[int, int], antialias: bool) -> int:
     """The DCT scale numerator for a pending resize's window: the smallest that still gives
     ``size``, or 8 (full scale) for a resize without antialiasing.

@@ -206,6 +206,14 @@ def corpus_case(request: pytest.FixtureRequest, corpus_by_id: dict[str, JpegCase
 
 
 @pytest.fixture(scope="session")
+def native_extension() -> None:
+    """Loads (building it, on a cold cache) the native extension, so that the tests' hang
+    guards time decodes, not the one-time build of a fresh checkout."""
+    import custom_op
+    custom_op.libjpeg_version()
+
+
+@pytest.fixture(scope="session")
 def pillow_photo() -> bytes:
     """A 533x800 photo-like image written by Pillow at quality 90, 4:2:0."""
     buffer = io.BytesIO()

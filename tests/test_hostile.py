@@ -28,6 +28,9 @@ from PIL import Image
 import custom_op
 from synthetic import make_photo
 
+# Every call here is timed against a hang guard: the extension is built before any is.
+pytestmark = pytest.mark.usefixtures("native_extension")
+
 MODES = ("rgb", "gray", "unchanged")
 # Generous for a machine busy with other work: these files decode in about a
 # millisecond, so anything near the bound means the decoder is spinning.

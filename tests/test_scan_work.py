@@ -29,9 +29,9 @@ NEEDED = re.compile(r"a max_scans of (\d+) or more accepts them")
 
 
 @pytest.fixture(scope="module")
-def huge_flat() -> bytes:
-    """The issue's file: 11136 x 11136 gray, one DC scan and 99 AC scans."""
-    custom_op.libjpeg_version()  # Loads (or builds) the extension outside the timed calls.
+def huge_flat(native_extension) -> bytes:
+    """The issue's file: 11136 x 11136 gray, one DC scan and 99 AC scans (the extension
+    loaded, or built, outside the timed calls)."""
     return flat_progressive(11136, 11136, 99)
 
 

@@ -205,12 +205,11 @@ class JpegDecoder {
     // The resampler works on 1- or 4-byte pixels; finish() writes `order`.
     const detail::RowLayout layout = detail::row_layout(info_.color_space, mode, PixelOrder::kPlanar);
     const int64_t pixel_bytes = detail::bytes_per_pixel(layout);
-    // ResizeSink's buffers: two input rows, the width pass's rows, the
-    // result, and the height pass's int32 sums of one row.
+    // ResizeSink's buffers: a group of input rows, the width pass's rows and
+    // the result.
     Status within_limits = reserve_memory(
-        pixel_bytes * (2 * decoded.width + decoded.height * out_width +
-                       static_cast<int64_t>(out_height) * out_width +
-                       static_cast<int64_t>(sizeof(int32_t)) * out_width));
+        pixel_bytes * (detail::ResizeSink::kRowsPerGroup * decoded.width +
+                       decoded.height * out_width + static_cast<int64_t>(out_height) * out_width));
     if (!within_limits.ok()) {
       return within_limits;
     }
