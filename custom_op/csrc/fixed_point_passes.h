@@ -7,8 +7,8 @@
 //
 // Each pass has a portable version, an SSE2 one (what every x86-64 has) and
 // an AVX2 one, and the best one the CPU runs is picked once. Integer sums do
-// not depend on their order, so all three give the same bytes (fuzz/
-// core_test.cc compares them on every run). Both SIMD versions weigh two taps
+// not depend on their order, so all three give the same bytes
+// (fuzz/core_test.cc compares them on every run). Both SIMD versions weigh two taps
 // with one multiply-add (pmaddwd) of interleaved int16 pairs, the trick ATen's
 // own AVX2 kernels use: the width pass pairs two neighbouring pixels of a row,
 // the height pass two rows; the AVX2 width pass does four rows at a time.
