@@ -21,6 +21,7 @@ from torchvision import tv_tensors
 from .._decode import JPEG_SIGNATURE
 from .._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._errors import JpegDecodeError
+from .._regular_files import read_row_path
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
 from ._loading import _decode_with_pillow, _decode_with_torchvision, _how_it_starts
@@ -33,7 +34,8 @@ _log = logging.getLogger("custom_op.datasets")
 HfImageValue = Union[Mapping[str, Any], bytes, bytearray, memoryview]
 
 
-def _bytes_and_source(value: HfImageValue, source: Optional[str]) -> tuple[bytearray, str]:
+def _bytes_and_source(value: HfImageValue, source: Optional[str],
+                      max_memory: int) -> tuple[bytearray, str]:
     """The encoded bytes of a row's image and the name its errors carry."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytearray(value), source or "<image bytes>"
@@ -51,8 +53,7 @@ def _bytes_and_source(value: HfImageValue, source: Optional[str]) -> tuple[bytea
         # A dataset built from local files, not yet embedded (to_parquet keeps only the path).
         if not path:
             raise JpegDecodeError(f"{name}: the row's image has neither bytes nor a path")
-        with open(path, "rb") as file:
-            data = file.read()
+        data = read_row_path(path, max_memory, name)  # never a FIFO or /dev/zero
     # One copy either way (EncodedJpeg copies read-only bytes); a bytearray is then shared.
     return bytearray(data), name
 
@@ -107,7 +108,7 @@ def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
         >>> v2.RandomResizedCrop(224)(image).shape    # only the window was decoded
         torch.Size([3, 224, 224])
     """
-    raw, name = _bytes_and_source(value, source)
+    raw, name = _bytes_and_source(value, source, options.max_memory)
     if raw.startswith(JPEG_SIGNATURE):
         return EncodedJpeg.with_options(raw, options, source=name)
     return _decode_other_format(raw, name, options.mode)

@@ -28,6 +28,7 @@ import os
 import shutil
 from typing import Callable
 
+from .._regular_files import open_regular
 from .items import Task
 
 #: DST's private folder, holding the lock and the temporary files (see workspace.py).
@@ -39,6 +40,7 @@ _IDENTITY_FORMAT = "1 size={} mtime_ns={} inode={}"
 # Errors that mean "this file system (or platform) keeps no user extended attributes".
 _NO_ATTRIBUTES = {errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS}
 _HAS_ATTRIBUTES = hasattr(os, "setxattr")
+_COPY_CHUNK = 1 << 20  # bytes per read of a copy
 
 # Whether outputs are flushed to disk before their rename (prepare_tree's ``fsync``), set in
 # each process by the work function before each task (tree.handle_task).
@@ -130,8 +132,13 @@ def write_bytes(data: bytes) -> Callable[[str], None]:
 
 
 def copy_from(source: str) -> Callable[[str], None]:
-    """A writer for replace_atomically that copies ``source`` byte for byte."""
-    return lambda path: shutil.copyfile(source, path)
+    """A writer for replace_atomically that copies the regular file ``source`` byte for byte
+    (a FIFO or device put in its place is refused, never waited on or read for ever)."""
+
+    def write(path: str) -> None:
+        with open_regular(source) as reader, open(path, "wb") as writer:
+            shutil.copyfileobj(reader, writer, _COPY_CHUNK)
+    return write
 
 
 def is_done(source_stat: os.stat_result, destination: str) -> bool:

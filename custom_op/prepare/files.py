@@ -17,6 +17,7 @@ import torch
 
 from .._decode import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE, decode_and_crop_jpeg, jpeg_size
 from .._errors import JpegDecodeError
+from .._regular_files import open_regular, read_at_most, read_head
 from .._restart_markers import prepare_jpeg_with_info, seekable
 from . import atomic, layout
 from .items import COPIED, ERROR, PREPARED, VERIFY_FAILED, Outcome, Task, describe
@@ -62,7 +63,7 @@ def too_large(max_memory: int) -> str:
             "stream, never read whole")
 
 
-def _verify(original: bytes, prepared: bytes, max_memory: int) -> Optional[str]:
+def verify_rewrite(original: bytes, prepared: bytes, max_memory: int) -> Optional[str]:
     """Why ``prepared`` is not a faithful, seekable rewrite of ``original``; None if it is."""
     try:
         height, width, _ = jpeg_size(original)
@@ -97,7 +98,7 @@ def rewrite_jpeg(data: bytes, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY
     if not verify:
         return Rewrite(PREPARED, "", result.data, result.was_progressive, 0.0)
     start = time.perf_counter()
-    problem = _verify(data, result.data, max_memory)
+    problem = verify_rewrite(data, result.data, max_memory)
     seconds = time.perf_counter() - start
     if problem is not None:
         # A wrong output must not stay behind: the original is always safe to train on.
@@ -114,14 +115,14 @@ def _read_if_preparable(path: str, max_memory: int) -> tuple[Optional[bytes], st
     a file that grew since it was listed is not read whole either.
     """
     largest = largest_preparable(max_memory)
-    with open(path, "rb") as file:
-        head = file.read(SIGNATURE_LENGTH)
+    with open_regular(path) as file:  # a FIFO put in its place since the listing: refused
+        head = read_head(file, SIGNATURE_LENGTH)
         if not is_jpeg(head):
             return None, NOT_A_JPEG
         if os.fstat(file.fileno()).st_size > largest:
             return None, too_large(max_memory)
-        data = head + file.read(largest + 1 - len(head))
-    return (None, too_large(max_memory)) if len(data) > largest else (data, "")
+        rest = read_at_most(file, largest - len(head))
+    return (None, too_large(max_memory)) if rest is None else (head + rest, "")
 
 
 def handle_file(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) -> Outcome:

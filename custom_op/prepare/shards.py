@@ -32,6 +32,7 @@ import time
 from typing import BinaryIO, Optional
 
 from .._decode import DEFAULT_MAX_MEMORY
+from .._regular_files import open_regular
 from . import atomic
 from .files import (EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, largest_preparable,
                     rewrite_jpeg, too_large)
@@ -174,8 +175,10 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
     keys = _Keys()
     where = ""  # where reading stopped, for the reason of a refusal
     # ``stored`` reads sparse members as they are stored, beside the stream tarfile parses.
-    with open(task.source, "rb") as raw, open(task.source, "rb") as stored, \
+    with open_regular(task.source) as raw_file, open_regular(task.source) as stored_file, \
             open(temporary, "wb") as out:
+        # Buffered readers over the regular files (open_regular refuses a FIFO put in place).
+        raw, stored = io.BufferedReader(raw_file), io.BufferedReader(stored_file)
         size = os.fstat(raw.fileno()).st_size
         try:
             with tarfile.open(fileobj=raw, mode="r|") as reader, \
