@@ -32,9 +32,10 @@ comes up, so ``import custom_op.prepare`` does not.
 
 from __future__ import annotations
 
+import json
 import os
 import time
-from typing import Optional, Sequence
+from typing import BinaryIO, Optional, Sequence
 
 try:  # a dependency of datasets, not of custom_op: only parquet datasets need it
     import pyarrow as pa
@@ -42,22 +43,30 @@ try:  # a dependency of datasets, not of custom_op: only parquet datasets need i
 except ModuleNotFoundError:  # every parquet file is then copied unchanged (NO_PYARROW)
     pa = pq = None
 
-from .._decode import DEFAULT_MAX_MEMORY, _as_limit
+from .._decode import DEFAULT_MAX_MEMORY
+from .._regular_files import open_regular
 from . import atomic, pool
 from .files import EMPTY_FILE, NOT_A_JPEG, is_jpeg, rewrite_jpeg
 from .items import COPIED, ERROR, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe
+
+if pa is not None:
+    from .parquet_check import ParquetRefused, check_types, int96_columns, int96_unit
+    from .parquet_read_back import read_back
+else:
+    class ParquetRefused(Exception):  # type: ignore[no-redef]  # never raised without pyarrow
+        """The parquet file cannot be rewritten faithfully (see parquet_check)."""
 
 __all__ = ["NO_IMAGE_BYTES", "NO_IMAGE_COLUMN", "NO_PYARROW", "handle_parquet"]
 
 NO_IMAGE_BYTES = "no image bytes in the row (null, or only a path)"
 NO_IMAGE_COLUMN = "a parquet file without an image column (struct {bytes, path} or --image-column)"
 NO_PYARROW = "a parquet file, not rewritten: pyarrow is not installed (pip install pyarrow)"
+_ARROW_SCHEMA = b"ARROW:schema"  # the key-value entry holding a writer's Arrow schema
+_CHUNKING = b"content_defined_chunking"  # the entry of a file written with content-defined pages
+#: Bytes of images turned into Python objects at a time (a slice of the image column).
+_SLICE_BYTES = 8 << 20
 #: The writer's names for the codecs the file metadata reports.
 _CODECS = {"UNCOMPRESSED": "NONE", "LZ4_RAW": "LZ4"}
-
-
-class ParquetRefused(Exception):
-    """The parquet file cannot be rewritten faithfully; the message says why."""
 
 
 class _Interrupted(Exception):
@@ -107,6 +116,12 @@ def _writer_options(metadata: pq.FileMetaData) -> dict:
                                  if chunk.has_dictionary_page]
     if first.sorting_columns:
         options["sorting_columns"] = first.sorting_columns
+    chunking = (metadata.metadata or {}).get(_CHUNKING)
+    if chunking is not None:  # datasets writes Hub files so; the writer records it again
+        try:
+            options["use_content_defined_chunking"] = json.loads(chunking)
+        except ValueError:
+            raise ParquetRefused(f"unreadable {_CHUNKING.decode()} entry: {chunking!r}") from None
     return options
 
 
@@ -134,9 +149,15 @@ class _Images:
                                      verify_seconds=rewrite.verify_seconds, member=True))
         return rewrite.data
 
-    def column(self, column: pa.ChunkedArray, name: str, first_row: int) -> pa.Array:
-        """``column`` (binary, or the Image struct) with every image rewritten."""
-        array = column.combine_chunks()
+    def column(self, column: pa.ChunkedArray, name: str, first_row: int) -> pa.ChunkedArray:
+        """``column`` (binary, or the Image struct) with every image rewritten, in slices of
+        _SLICE_ROWS rows: only one slice's images are ever Python objects at once."""
+        rows = max(1, len(column) * _SLICE_BYTES // max(column.nbytes, 1))
+        pieces = [self._piece(column.slice(start, rows).combine_chunks(), name, first_row + start)
+                  for start in range(0, len(column), rows)]
+        return pa.chunked_array(pieces, type=column.type)
+
+    def _piece(self, array: pa.Array, name: str, first_row: int) -> pa.Array:
         kind = array.type
         struct = pa.types.is_struct(kind)
         source = array.field("bytes") if struct else array
@@ -152,32 +173,47 @@ class _Images:
                                           mask=array.is_null() if array.null_count else None)
 
 
-def _check_written(source: str, temporary: str, columns: Sequence[str]) -> None:
-    """Reads the output back: same schema, row groups, and other columns as the source."""
-    with pq.ParquetFile(source) as before, pq.ParquetFile(temporary) as after:
-        if not after.schema_arrow.equals(before.schema_arrow, check_metadata=True):
-            raise ParquetRefused("verification: the written schema differs from the source's")
-        if after.num_row_groups != before.num_row_groups:
-            raise ParquetRefused("verification: the written file has "
-                                 f"{after.num_row_groups} row groups, not {before.num_row_groups}")
-        others = [name for name in before.schema_arrow.names if name not in columns]
-        for group in range(before.num_row_groups):
-            old, new = before.read_row_group(group), after.read_row_group(group)
-            if old.num_rows != new.num_rows or not old.select(others).equals(new.select(others)):
-                raise ParquetRefused(f"verification: row group {group} differs from the source's")
+def _file_only_entries(reader: pq.ParquetFile) -> dict:
+    """Key-value entries of the file that its Arrow schema does not carry (datasets adds
+    ``content_defined_chunking`` so): written again as they are."""
+    schema_entries = reader.schema_arrow.metadata or {}
+    return {key: value for key, value in (reader.metadata.metadata or {}).items()
+            if key != _ARROW_SCHEMA and key not in schema_entries}
 
 
-def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
-             columns: Sequence[str], reader: pq.ParquetFile, outcomes: list[Outcome]) -> None:
-    """Writes ``task.source`` into ``temporary``, one row group at a time."""
+def _check_held(group: int, group_bytes: int, max_memory: int) -> int:
+    """What one image's rewrite may use while row group ``group`` is held; refuses a group that
+    does not fit: held twice (the group read, and its rewritten image column), it may take at
+    most half of ``max_memory``, so that ``--workers x --max-memory`` bounds the whole run."""
+    held = 2 * group_bytes
+    if held > max_memory // 2:
+        raise ParquetRefused(
+            f"row group {group} holds {group_bytes} bytes of data; rewriting it holds that "
+            f"twice ({held} bytes), more than half of max_memory ({max_memory} bytes): raise "
+            f"--max-memory to at least {2 * held} bytes, or write the file with smaller row "
+            "groups")
+    return max_memory - held
+
+
+def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int, columns: Sequence[str],
+             source: BinaryIO, unit: Optional[str], outcomes: list[Outcome]) -> None:
+    """Writes ``source`` into ``temporary``, one row group at a time; checks what was written."""
+    reader = pq.ParquetFile(source, coerce_int96_timestamp_unit=unit)
     images = _Images(task, verify, max_memory, outcomes)
     schema = reader.schema_arrow
+    options = _writer_options(reader.metadata)
+    # INT96 is written back as INT96, and the Arrow schema entry only where the source has one.
+    options.update(use_deprecated_int96_timestamps=unit is not None,
+                   store_schema=_ARROW_SCHEMA in (reader.metadata.metadata or {}))
     first_row = 0
-    with pq.ParquetWriter(temporary, schema, **_writer_options(reader.metadata)) as writer:
+    with pq.ParquetWriter(temporary, schema, **options) as writer:
         for group in range(reader.num_row_groups):
             if pool.stop_requested():
                 raise _Interrupted
+            _check_held(group, reader.metadata.row_group(group).total_byte_size, max_memory)
             table = reader.read_row_group(group)
+            # Arrow may hold more than the file says (dictionary-encoded values expand).
+            images.max_memory = _check_held(group, table.nbytes, max_memory)
             for name in columns:
                 index = schema.get_field_index(name)
                 table = table.set_column(index, schema.field(index),
@@ -185,8 +221,14 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
             # One write per row group, of all its rows: the output keeps the source's groups.
             writer.write_table(table, row_group_size=max(table.num_rows, 1))
             first_row += table.num_rows
+            del table
+        extra = _file_only_entries(reader)
+        if extra:
+            writer.add_key_value_metadata(extra)
+    written = pq.ParquetFile(temporary)
+    check_types(reader, written)  # always: cheap (the footers), and types must never change
     if verify:
-        _check_written(task.source, temporary, columns)
+        read_back(source, temporary, columns, unit, max_memory)
 
 
 def _copy_unchanged(task: Task, reason: str, start: float) -> Outcome:
@@ -194,6 +236,22 @@ def _copy_unchanged(task: Task, reason: str, start: float) -> Outcome:
     atomic.replace_atomically(task, atomic.copy_from(task.source))
     return Outcome(task.relative, COPIED, reason, task.size, task.size,
                    seconds=time.perf_counter() - start)
+
+
+def _write(task: Task, source: BinaryIO, verify: bool, max_memory: int,
+           image_column: Optional[str], outcomes: list[Outcome], start: float) -> Outcome:
+    """The file's output, or a copy of it when it has no image column."""
+    try:
+        probe = pq.ParquetFile(source)
+    except pa.ArrowException as error:
+        raise ParquetRefused(f"not a parquet file, or truncated: {error}") from None
+    columns = image_columns(probe.schema_arrow, image_column)
+    if not columns:
+        return _copy_unchanged(task, NO_IMAGE_COLUMN, start)
+    unit = int96_unit(source, int96_columns(probe))
+    atomic.replace_atomically(task, lambda temporary: _rewrite(
+        task, temporary, verify, max_memory, columns, source, unit, outcomes))
+    return Outcome(task.relative, SHARD_WRITTEN, "", task.size, os.path.getsize(task.destination))
 
 
 def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
@@ -209,18 +267,10 @@ def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMOR
         os.makedirs(os.path.dirname(task.destination), exist_ok=True)
         if pa is None:
             return [_copy_unchanged(task, NO_PYARROW, start)]
-        try:
-            reader = pq.ParquetFile(task.source)
-        except pa.ArrowException as error:
-            raise ParquetRefused(f"not a parquet file, or truncated: {error}") from None
-        with reader:
-            columns = image_columns(reader.schema_arrow, image_column)
-            if not columns:
-                return [_copy_unchanged(task, NO_IMAGE_COLUMN, start)]
-            atomic.replace_atomically(task, lambda temporary: _rewrite(
-                task, temporary, verify, max_memory, columns, reader, outcomes))
-        written = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
-                          os.path.getsize(task.destination))
+        with open_regular(task.source) as source:  # a FIFO put in its place: refused
+            written = _write(task, source, verify, max_memory, image_column, outcomes, start)
+        if written.kind == COPIED:
+            return [written]
     except _Interrupted:
         return []
     except ParquetRefused as refusal:
