@@ -386,7 +386,9 @@ def test_sigint_stops_the_pool_with_complete_files(tmp_path: pathlib.Path) -> No
     assert status == 130, stderr.decode()
     assert b"Traceback" not in stderr
     outputs = _files(dst)
-    assert 0 < len(outputs) < 400
+    # Each worker waits after its first file until the interrupt (tests/_interrupt.py): one
+    # or two files are written, whatever the load, and none after the Ctrl-C.
+    assert 1 <= len(outputs) <= 2, sorted(outputs)
     assert all(output == expected for output in outputs.values())
     assert _temporaries(dst) == []
 

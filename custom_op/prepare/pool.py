@@ -59,9 +59,24 @@ _STARTED = "started"
 _PEER_GONE = (EOFError, ConnectionResetError)
 
 
+#: Tests only: a worker that has finished this many tasks (or shard members) waits until the
+#: parent stops the run, so that a test's Ctrl-C lands at a known point however loaded the
+#: machine is (tests/_interrupt.py). Unset, nothing waits.
+HOLD_AFTER_VARIABLE = "CUSTOM_OP_PREPARE_TEST_HOLD_AFTER"
+_HOLD_SECONDS = 600.0  # a test that never interrupts still ends
+
+
 def stop_requested() -> bool:
     """Whether the parent asked the workers to stop (always False in the parent itself)."""
     return _stop_event is not None and _stop_event.is_set()
+
+
+def hold_for_test(done: int) -> None:
+    """After ``done`` pieces of work in this worker: waits for the parent's stop when a test
+    asked for it (HOLD_AFTER_VARIABLE); returns at once otherwise, and in the parent."""
+    wanted = os.environ.get(HOLD_AFTER_VARIABLE)
+    if _stop_event is not None and wanted is not None and done >= int(wanted):
+        _stop_event.wait(_HOLD_SECONDS)
 
 
 def chunked(tasks: Sequence[Task], workers: int) -> Iterator[list[Task]]:
@@ -102,6 +117,7 @@ def _worker_main(connection: multiprocessing.connection.Connection, work: Work, 
                  stop_event: multiprocessing.synchronize.Event, parent: int) -> None:
     """A worker's life: chunks in, a _STARTED and the outcomes of each task out, until None."""
     _init_worker(stop_event, parent)
+    done = 0  # tasks finished, for hold_for_test
     while True:
         try:
             chunk = connection.recv()
@@ -113,7 +129,11 @@ def _worker_main(connection: multiprocessing.connection.Connection, work: Work, 
             if stop_requested() or os.getppid() != parent:
                 return
             connection.send(_STARTED)
-            connection.send(work(task, verify))
+            outcomes = work(task, verify)
+            connection.send(outcomes)
+            done += 1
+            if not task.is_whole:  # a shard or parquet file holds between its members instead
+                hold_for_test(done)
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:

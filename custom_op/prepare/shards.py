@@ -38,7 +38,7 @@ from .files import (EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, largest_p
                     rewrite_jpeg, too_large)
 from .items import (COPIED, ERROR, OTHER_MEMBER, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task,
                     describe)
-from .pool import stop_requested
+from .pool import hold_for_test, stop_requested
 
 #: Member names that say "JPEG": one that is not a JPEG by content is listed as a copy.
 _JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -183,7 +183,8 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
         try:
             with tarfile.open(fileobj=raw, mode="r|") as reader, \
                     tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as writer:
-                for info in reader:
+                for members, info in enumerate(reader):
+                    hold_for_test(members)
                     if stop_requested():
                         raise _Interrupted
                     where = f" in member {info.name!r}"
