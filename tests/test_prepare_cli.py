@@ -174,7 +174,7 @@ def test_summary_counts_every_file_once(prepared) -> None:
     assert summary.already_done == 0
     assert summary.verify_failed == [] and summary.errors == []
     assert summary.copied_count == len(COPIED)
-    assert summary.exit_code == 0
+    assert summary.exit_code == 4  # its damaged JPEGs were refused
     assert summary.bytes_before == sum(len(files[name]) for name in JPEG_RECIPES)
     assert summary.bytes_after == sum((dst / name).stat().st_size for name in JPEG_RECIPES)
     assert len(summary.size_ratios) == len(JPEG_RECIPES)
@@ -398,7 +398,8 @@ def test_sigint_stops_the_pool_with_complete_files(tmp_path: pathlib.Path) -> No
 def test_verify_on_a_clean_tree_exits_zero(prepared, tmp_path: pathlib.Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     src, dst, _, _ = prepared
-    assert main([str(src), str(tmp_path / "out"), "--verify", "--quiet", "--workers", "1"]) == 0
+    assert main([str(src), str(tmp_path / "out"), "--verify", "--quiet", "--workers", "1",
+                 "--accept-refused"]) == 0
     captured = capsys.readouterr()
     assert "failed verification  0" in captured.out
     assert "verification         " in captured.out and " s of " in captured.out
@@ -496,7 +497,7 @@ def test_max_memory_refuses_and_accepts(tmp_path: pathlib.Path, progressive: boo
     (src / "large.jpg").write_bytes(data)
     # Below what it needs: copied byte for byte, the reason in the summary, not an error.
     assert main([str(src), str(tmp_path / "small"), "--max-memory", "1M", "--quiet",
-                 "--workers", "1"]) == 0
+                 "--workers", "1"]) == 4  # refused: exit 4
     report = capsys.readouterr().out
     assert (tmp_path / "small" / "large.jpg").read_bytes() == data
     assert "copied unchanged     1" in report and "prepared             0" in report
@@ -554,7 +555,7 @@ def test_command_line_verifies_and_prints_the_summary(prepared, tmp_path: pathli
         [sys.executable, "-m", "custom_op.prepare", str(src), str(tmp_path / "out"), "--verify",
          "--quiet"],
         cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr
     assert result.stderr == ""  # no progress line, and no runpy warning about a double import
     assert f"files seen           {len(ALL_FILES)}" in result.stdout
     assert f"prepared             {len(JPEG_RECIPES)} " in result.stdout

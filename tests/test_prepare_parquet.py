@@ -98,7 +98,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory):
 
 def test_schema_metadata_row_groups_and_other_columns_are_unchanged(prepared) -> None:
     src, dst, status = prepared
-    assert status == 0
+    assert status == 4  # the damaged row was refused
     for name in FILES:
         before, after = pq.read_table(src / name), pq.read_table(dst / name)
         assert after.schema.equals(before.schema, check_metadata=True)
@@ -134,7 +134,7 @@ def test_summary_counts_rows_and_names_the_odd_ones(tmp_path: pathlib.Path) -> N
                if paths == [f"{FILES[1]}:image[{DAMAGED_ROW - 5}]"]]
     assert len(damaged) == 1 and damaged[0] != NOT_A_JPEG
     report = summary.report()
-    assert "(2 parquet files)" in report and summary.exit_code == 0
+    assert "(2 parquet files)" in report and summary.exit_code == 4
     assert "other shard members" not in report  # a tar-only line
 
 
@@ -158,7 +158,7 @@ def test_two_workers_write_the_bytes_one_worker_writes(prepared, tmp_path: pathl
 def test_verify_passes_and_costs_time(prepared, tmp_path: pathlib.Path) -> None:
     src, dst, _ = prepared
     summary = prepare_tree(src, tmp_path / "verified", workers=1, verify=True, progress=False)
-    assert summary.verify_failed == [] and summary.exit_code == 0
+    assert summary.verify_failed == [] and summary.exit_code == 4
     assert 0 < summary.verify_seconds < summary.work_seconds
     assert (tmp_path / "verified" / FILES[0]).read_bytes() == (dst / FILES[0]).read_bytes()
 
@@ -354,7 +354,7 @@ def test_no_fsync_holds_for_parquet_files_and_fsync_flushes_them(
 
     monkeypatch.setattr(os, "fsync", fsync)
     assert main([str(src), str(tmp_path / "unflushed"), "--no-fsync", "--quiet",
-                 "--workers", "1"]) == 0
+                 "--workers", "1"]) == 4
     assert flushed == []
     prepare_tree(src, tmp_path / "flushed", workers=1, progress=False)
     for name in FILES:
@@ -382,7 +382,7 @@ def test_without_pyarrow_parquet_files_are_copied_unchanged(
     monkeypatch.setattr(parquet_module, "pa", None)
     monkeypatch.setattr(parquet_module, "pq", None)
     summary = prepare_tree(src, tmp_path / "dst", workers=1, progress=False)
-    assert summary.copied[NO_PYARROW] == FILES and summary.exit_code == 0
+    assert summary.copied[NO_PYARROW] == FILES and summary.exit_code == 4
     assert (summary.parquet_seen, summary.shards_written) == (2, 0)
     for name in FILES:
         assert (tmp_path / "dst" / name).read_bytes() == (src / name).read_bytes()

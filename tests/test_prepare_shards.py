@@ -157,7 +157,7 @@ def test_summary_counts_members_and_names_the_odd_ones(mixed) -> None:
                   if paths == [f"{shard}:sample0004.jpg"]]
     assert damaged.startswith("prepare_jpeg(): ")
     assert summary.other_members == 8  # 4 .cls, 3 .json, 1 .bin
-    assert summary.shards_refused == [] and summary.errors == [] and summary.exit_code == 0
+    assert summary.shards_refused == [] and summary.errors == [] and summary.exit_code == 4
     assert summary.bytes_read == sum(path.stat().st_size for path in mixed[0].rglob("*")
                                      if path.is_file())
     assert summary.handled == 2
@@ -284,7 +284,7 @@ def test_same_key_in_other_folders_is_not_a_repeat(tmp_path: pathlib.Path) -> No
 def test_verify_on_shards(mixed, tmp_path: pathlib.Path) -> None:
     src, dst, _ = mixed
     summary = prepare_tree(src, tmp_path / "verified", workers=1, verify=True, progress=False)
-    assert summary.verify_failed == [] and summary.exit_code == 0
+    assert summary.verify_failed == [] and summary.exit_code == 4
     assert 0 < summary.verify_seconds < summary.work_seconds
     shard = "shards/mixed-000000.tar"
     assert (tmp_path / "verified" / shard).read_bytes() == (dst / shard).read_bytes()
@@ -379,7 +379,7 @@ def test_sparse_member_is_copied_as_stored(tmp_path: pathlib.Path, layout: str,
     stored = stored_member((src / "shard.tar").read_bytes(), SPARSE_NAME)
     assert len(stored) < len(sparse) // 2, "GNU tar did not store the member as sparse"
 
-    assert main([str(src), str(tmp_path / "dst"), "--workers", "1", "--quiet", "--verify"]) == 0
+    assert main([str(src), str(tmp_path / "dst"), "--workers", "1", "--quiet", "--verify"]) == 4
     report = capsys.readouterr().out
     out = (tmp_path / "dst" / "shard.tar").read_bytes()
     assert stored_member(out, SPARSE_NAME) == stored

@@ -50,7 +50,7 @@ themselves are in custom_op/_restart_markers.py.
 
 from .atomic import PRIVATE_FOLDER
 from .cli import main
-from .files import EMPTY_FILE, NOT_A_JPEG
+from .items import EMPTY_FILE, NOT_A_JPEG
 from .summary import Summary
 from .tree import prepare_tree
 from .workspace import DestinationBusy

@@ -9,6 +9,7 @@ import sys
 from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
+from .summary import EXIT_REFUSED, printable_name
 from .tree import prepare_tree
 from .workspace import DestinationBusy
 
@@ -53,10 +54,12 @@ def _parser() -> argparse.ArgumentParser:
                     "shards (*.tar) are rewritten member by member, parquet files (*.parquet, "
                     "Hugging Face datasets) row group by row group (with pyarrow installed). "
                     "Other files are copied unchanged.",
-        epilog="Exit status: 0 done, 1 a file failed verification, could not be read or "
-               "written (or its worker process died), or a shard or parquet file was refused, "
-               "2 bad arguments, 3 another run is writing into DST, 130 interrupted (rerun to "
-               "resume).")
+        epilog="Exit status: 0 everything prepared as asked (files that are not JPEGs copied), "
+               "1 a file failed verification, could not be read or written (or its worker "
+               "process died), or a shard or parquet file was refused, 2 bad arguments, 3 "
+               "another run is writing into DST, 4 JPEGs were refused (damaged, 12-bit, too "
+               "large for --max-memory, ...) and copied unprepared (0 with --accept-refused), "
+               "130 interrupted (rerun to resume).")
     parser.add_argument("src", metavar="SRC", help="folder to read, searched recursively")
     parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
     parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
@@ -75,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="do not flush each output to disk before its rename (faster where "
                              "fsync is slow; after a power cut during such a run, rerun it "
                              "with --force)")
+    parser.add_argument("--accept-refused", action="store_true",
+                        help=f"exit 0 rather than {EXIT_REFUSED} when JPEGs were refused and "
+                             "copied unprepared (known damaged or unusual files); failures "
+                             "still exit 1")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bar (the summary is still printed)")
     # Parquet files (custom_op/prepare/parquet.py): the only option of their own.
@@ -100,9 +107,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv: The arguments after the program name; default ``sys.argv[1:]``.
 
     Returns:
-        0 when done, 1 after a verification failure, an I/O error (a worker's
-        death included) or a refused shard or parquet file, 2 for bad arguments, 3 when another
-        run is writing into DST, 130 when interrupted.
+        0 when everything was prepared as asked, 1 after a verification failure, an I/O
+        error (a worker's death included) or a refused shard or parquet file, 2 for bad
+        arguments, 3 when another run is writing into DST, 4 when JPEGs were refused and
+        copied unprepared (0 with --accept-refused), 130 when interrupted.
 
     Example:
         >>> main(["photos", "photos-prepared", "--verify", "--quiet"])
@@ -112,20 +120,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         summary = _prepare(args)
     except ValueError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        _error(error)
         return 2
     except DestinationBusy as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        _error(error)
         return BUSY
     except KeyboardInterrupt:
         print(f"\n{PROG}: interrupted; the files written are complete, run the same "
               "command again to resume", file=sys.stderr)
         return 130
     except (OSError, RuntimeError) as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        _error(error)
         return 1
     _print(summary.report())
-    return summary.exit_code
+    return summary.exit_status(accept_refused=args.accept_refused)
+
+
+def _error(error: BaseException) -> None:
+    """Prints an error on one line: a name in it with a newline cannot add lines of its own."""
+    print(f"{PROG}: error: {printable_name(str(error))}", file=sys.stderr)
 
 
 def _print(text: str) -> None:

@@ -20,10 +20,9 @@ from .._errors import JpegDecodeError
 from .._regular_files import open_regular, read_at_most, read_head
 from .._restart_markers import prepare_jpeg_with_info, seekable
 from . import atomic, layout
-from .items import COPIED, ERROR, PREPARED, VERIFY_FAILED, Outcome, Task, describe
+from .items import (COPIED, EMPTY_FILE, ERROR, NOT_A_JPEG, PREPARED, VERIFY_FAILED, Outcome,
+                    Task, describe)
 
-NOT_A_JPEG = "not a JPEG (does not start with FF D8 FF)"
-EMPTY_FILE = "empty file"
 
 #: How many bytes tell a JPEG from anything else.
 SIGNATURE_LENGTH = len(JPEG_SIGNATURE)

@@ -25,6 +25,15 @@ OTHER_MEMBER = "other_member"
 SHARD_WRITTEN = "shard_written"
 SHARD_REFUSED = "shard_refused"
 
+# Reasons for copying a file, member or row unchanged that are not refusals: there was no JPEG
+# to prepare. Every other reason of a copy is a JPEG left unprepared (prepare_jpeg refused it:
+# damaged, 12-bit, too large for max_memory, ...), which the exit status reports (summary.py).
+NOT_A_JPEG = "not a JPEG (does not start with FF D8 FF)"
+EMPTY_FILE = "empty file"
+NO_IMAGE_BYTES = "no image bytes in the row (null, or only a path)"
+NO_IMAGE_COLUMN = "a parquet file without an image column (struct {bytes, path} or --image-column)"
+NOTHING_TO_PREPARE = frozenset({NOT_A_JPEG, EMPTY_FILE, NO_IMAGE_BYTES, NO_IMAGE_COLUMN})
+
 #: The suffix that makes a file of SRC a tar shard (case-insensitive), as WebDataset names them.
 SHARD_SUFFIX = ".tar"
 #: The suffix that makes a file of SRC a parquet file (case-insensitive), as the Hub names them.

@@ -46,8 +46,9 @@ except ModuleNotFoundError:  # every parquet file is then copied unchanged (NO_P
 from .._decode import DEFAULT_MAX_MEMORY
 from .._regular_files import open_regular
 from . import atomic, pool
-from .files import EMPTY_FILE, NOT_A_JPEG, is_jpeg, rewrite_jpeg
-from .items import COPIED, ERROR, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe
+from .files import is_jpeg, rewrite_jpeg
+from .items import (COPIED, EMPTY_FILE, ERROR, NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NOT_A_JPEG,
+                    SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe)
 
 if pa is not None:
     from .parquet_check import ParquetRefused, check_types, int96_columns, int96_unit
@@ -58,8 +59,6 @@ else:
 
 __all__ = ["NO_IMAGE_BYTES", "NO_IMAGE_COLUMN", "NO_PYARROW", "handle_parquet"]
 
-NO_IMAGE_BYTES = "no image bytes in the row (null, or only a path)"
-NO_IMAGE_COLUMN = "a parquet file without an image column (struct {bytes, path} or --image-column)"
 NO_PYARROW = "a parquet file, not rewritten: pyarrow is not installed (pip install pyarrow)"
 _ARROW_SCHEMA = b"ARROW:schema"  # the key-value entry holding a writer's Arrow schema
 _CHUNKING = b"content_defined_chunking"  # the entry of a file written with content-defined pages

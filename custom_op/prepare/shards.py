@@ -34,9 +34,10 @@ from typing import BinaryIO, Optional
 from .._decode import DEFAULT_MAX_MEMORY
 from .._regular_files import open_regular
 from . import atomic
-from .files import (EMPTY_FILE, NOT_A_JPEG, SIGNATURE_LENGTH, is_jpeg, largest_preparable,
+from .files import (SIGNATURE_LENGTH, is_jpeg, largest_preparable,
                     rewrite_jpeg, too_large)
-from .items import (COPIED, ERROR, OTHER_MEMBER, SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task,
+from .items import (COPIED, EMPTY_FILE, ERROR, NOT_A_JPEG, OTHER_MEMBER, SHARD_REFUSED,
+                    SHARD_WRITTEN, Outcome, Task,
                     describe)
 from .pool import hold_for_test, stop_requested
 

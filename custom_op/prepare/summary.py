@@ -17,13 +17,24 @@ import re
 import statistics
 from typing import Iterable, Optional, Sequence
 
-from .items import (COPIED, OTHER_MEMBER, PREPARED, SHARD_REFUSED, SHARD_WRITTEN, VERIFY_FAILED,
-                    Outcome)
+from .items import (COPIED, NOTHING_TO_PREPARE, OTHER_MEMBER, PREPARED, SHARD_REFUSED,
+                    SHARD_WRITTEN, VERIFY_FAILED, Outcome)
+
+#: Exit statuses (python -m custom_op.prepare): everything prepared as asked (or no JPEG to
+#: prepare); a file failed verification, could not be read or written, or a shard or parquet
+#: file was refused; JPEGs were refused by prepare_jpeg and copied unprepared (accepted with
+#: --accept-refused). 2 (bad arguments), 3 (DST busy) and 130 (interrupted) are cli.py's.
+EXIT_DONE, EXIT_FAILED, EXIT_REFUSED = 0, 1, 4
 
 _REPORT_PATHS = 10  # paths shown per reason in the report
 # Lone surrogates: what Python makes of a file name's bytes that are not valid in the file
 # system's encoding (os.fsdecode's surrogateescape). No encoding can print them.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What a name must not print raw: control characters (a newline in a file name would start a
+# line of the report, e.g. a forged "failed verification  0"), line and paragraph separators,
+# and lone surrogates.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 @dataclasses.dataclass
@@ -99,10 +110,27 @@ class Summary:
         return self.bytes_read / 1e6 / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     @property
+    def refused(self) -> list[str]:
+        """JPEGs (files, members, rows) copied unprepared because prepare_jpeg refused them
+        (damaged, 12-bit, lossless, trailing bytes, too large for max_memory, sparse, no
+        pyarrow): every copy whose reason is not that there was no JPEG to prepare."""
+        return sorted(path for reason, paths in self.copied.items()
+                      if reason not in NOTHING_TO_PREPARE for path in paths)
+
+    @property
     def exit_code(self) -> int:
-        """0 if every file was handled; 1 after a verification failure, an I/O error or a
-        refused shard or parquet file."""
-        return 1 if self.verify_failed or self.errors or self.shards_refused else 0
+        """The exit status when refusals are not accepted; see exit_status."""
+        return self.exit_status()
+
+    def exit_status(self, accept_refused: bool = False) -> int:
+        """EXIT_DONE when everything was prepared as asked; EXIT_FAILED after a verification
+        failure, an I/O error or a refused shard or parquet file; otherwise EXIT_REFUSED when a
+        JPEG was refused and copied unprepared, unless ``accept_refused``."""
+        if self.verify_failed or self.errors or self.shards_refused:
+            return EXIT_FAILED
+        if self.refused and not accept_refused:
+            return EXIT_REFUSED
+        return EXIT_DONE
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
         """Counts the outcomes a worker sent back."""
@@ -151,7 +179,8 @@ class Summary:
         return printable("\n".join(self._lines()))
 
     def _lines(self) -> list[str]:
-        lines = [f"custom_op.prepare: {self.source} -> {self.destination}",
+        lines = [f"custom_op.prepare: {printable_name(self.source)} -> "
+                 f"{printable_name(self.destination)}",
                  f"files seen           {self.files_seen}" + self._shards_seen_note()]
         if self.shards_seen:
             lines.append(f"shards written       {self.shards_written}")
@@ -162,7 +191,7 @@ class Summary:
         lines.append(f"already done         {self.already_done} (kept from an earlier run)")
         lines.append(f"copied unchanged     {self.copied_count}")
         for reason, paths in sorted(self.copied.items()):
-            lines.append(f"  {reason}: {len(paths)}")
+            lines.append(f"  {printable_name(reason)}: {len(paths)}")
             lines += _indented_paths(paths, indent="    ")
         if self.shards_seen > self.parquet_seen:  # a tar's count: parquet has no other members
             lines.append(f"other shard members  {self.other_members} (.cls, .json, ...: copied "
@@ -171,6 +200,9 @@ class Summary:
         lines += _indented_pairs(self.verify_failed)
         lines.append(f"I/O errors           {len(self.errors)}")
         lines += _indented_pairs(self.errors)
+        if self.refused:
+            lines.append(f"refused JPEGs        {len(self.refused)} (copied unprepared, listed "
+                         f"above: exit status {EXIT_REFUSED} unless --accept-refused)")
         if self.stale_removed:
             lines.append(f"removed {self.stale_removed} temporary files left by an interrupted run")
         lines.append(self._bytes_line())
@@ -216,8 +248,24 @@ def printable(text: str) -> str:
     return _SURROGATE.sub(_escape, text)
 
 
+def printable_name(name: str) -> str:
+    """``name`` (a path, or a reason that may quote one) on one printable line: control
+    characters as ``\\n``, ``\\t``, ``\\r`` or ``\\xNN``, undecodable bytes as ``\\xNN``.
+
+    Example:
+        >>> printable_name("a\\nfailed verification  0.jpg")
+        'a\\\\nfailed verification  0.jpg'
+    """
+    return _UNPRINTABLE.sub(_escape, name)
+
+
 def _escape(match: re.Match) -> str:
-    code = ord(match.group())
+    character = match.group()
+    if character in _SHORT_ESCAPES:
+        return _SHORT_ESCAPES[character]
+    code = ord(character)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
     if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's range: one byte of the original name
         return f"\\x{code - 0xDC00:02x}"
     return f"\\u{code:04x}"
@@ -229,7 +277,7 @@ def _megabytes(count: int) -> str:
 
 def _indented_paths(paths: Sequence[str], indent: str = "  ") -> list[str]:
     """At most _REPORT_PATHS of ``paths``, one a line, and how many more there are."""
-    lines = [f"{indent}{path}" for path in paths[:_REPORT_PATHS]]
+    lines = [f"{indent}{printable_name(path)}" for path in paths[:_REPORT_PATHS]]
     if len(paths) > _REPORT_PATHS:
         lines.append(f"{indent}... and {len(paths) - _REPORT_PATHS} more")
     return lines
