@@ -16,7 +16,8 @@ identity is the source's current one: a source replaced in any way that its
 size, mtime or inode show (``cp -p`` from a backup, an older file moved over
 it, a rewrite that kept the mtime) is prepared again. On a file system that
 keeps no user extended attributes (some NFS mounts, tmpfs before Linux 6.6),
-the output's mtime, which is always its source's, must equal the source's.
+the run keeps the same identities, and the output's, in a journal in DST
+instead (journal.py), so the guarantee is the same on every file system.
 """
 
 from __future__ import annotations
@@ -122,6 +123,17 @@ def _record_identity(descriptor: int, task: Task) -> None:
             raise  # e.g. no space left for the attribute: the output must not look done
 
 
+def flush_file(path: str) -> None:
+    """fsync ``path`` when this run flushes (prepare_tree's ``fsync``)."""
+    if not _flush:
+        return
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def write_bytes(data: bytes) -> Callable[[str], None]:
     """A writer for replace_atomically that writes ``data``."""
 
@@ -142,15 +154,11 @@ def copy_from(source: str) -> Callable[[str], None]:
 
 
 def is_done(source_stat: os.stat_result, destination: str) -> bool:
-    """Whether ``destination`` was made from the source as it is now (see the module's note)."""
+    """Whether ``destination`` carries the identity of the source as it is now (see the
+    module's note); False where the file system keeps no attributes (journal.py decides
+    there)."""
     expected = identity(source_stat.st_size, source_stat.st_mtime_ns, source_stat.st_ino)
-    if _HAS_ATTRIBUTES:
-        try:
-            return os.getxattr(destination, IDENTITY_ATTRIBUTE) == expected
-        except OSError as error:
-            if error.errno not in _NO_ATTRIBUTES:
-                return False  # no output, or one without a record (not ours, or an older tool's)
     try:
-        return os.stat(destination).st_mtime_ns == source_stat.st_mtime_ns
+        return _HAS_ATTRIBUTES and os.getxattr(destination, IDENTITY_ATTRIBUTE) == expected
     except OSError:
-        return False
+        return False  # no output, one without a record (not ours), or no attributes here

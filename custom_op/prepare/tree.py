@@ -18,11 +18,16 @@ from typing import Optional
 from .._decode import DEFAULT_MAX_MEMORY, _as_limit
 from . import atomic, folders, pool, walk
 from .files import handle_file
-from .items import Outcome, Task
+from .items import COPIED, PREPARED, SHARD_WRITTEN, VERIFY_FAILED, Outcome, Task
+from .journal import Journal, keeps_attributes
 from .progress import Progress
 from .shards import handle_shard
 from .summary import Summary
 from .workspace import Workspace
+
+
+#: Outcome kinds of a file or shard whose output was renamed into place.
+WRITTEN = frozenset({PREPARED, COPIED, VERIFY_FAILED, SHARD_WRITTEN})
 
 
 def handle_task(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY,
@@ -140,7 +145,10 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
     summary = Summary(source, destination)
     with Workspace(destination) as space:
         summary.stale_removed = space.stale_removed
-        _run(source, destination, work, verify, force, workers, progress, summary, fsync)
+        # Where outputs cannot carry their source's identity, a journal in DST keeps it.
+        journal = None if keeps_attributes(space.lock_path) else Journal(destination)
+        _run(source, destination, work, verify, force, workers, progress, summary, fsync,
+             journal)
     # The private folder is gone (workspace.py); now DST can get its final mode and times.
     folders.finish([root], also_flush=[os.path.dirname(destination)], flush=fsync)
     summary.sort()
@@ -157,10 +165,12 @@ def _check_image_column(image_column: Optional[str]) -> None:
 
 
 def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bool,
-         workers: int, progress: Optional[bool], summary: Summary, fsync: bool) -> None:
+         workers: int, progress: Optional[bool], summary: Summary, fsync: bool,
+         journal: Optional[Journal]) -> None:
     """Plans, makes the folders, runs the work and finishes the folders; DST is locked."""
     relatives: list[str] = []
-    tasks = walk.plan(source, destination, force, summary, relatives)
+    tasks = walk.plan(source, destination, force, summary, relatives, journal)
+    by_name = {task.relative: task for task in tasks} if journal is not None else {}
     below = [folder for folder in (folders.source_folder(source, destination, relative)
                                    for relative in relatives) if folder is not None]
     folders.make_writable(below)
@@ -174,6 +184,8 @@ def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bo
     def record(outcomes: list[Outcome]) -> None:
         summary.record(outcomes)
         bar.advance(outcomes)
+        if journal is not None:
+            _journal_outputs(journal, by_name, outcomes)
 
     try:
         if workers == 1:
@@ -184,4 +196,14 @@ def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bo
             pool.run_pool(chunks, work, verify, min(workers, len(tasks)), record)
     finally:
         bar.close()
+        if journal is not None:
+            journal.save()  # also after Ctrl-C: what was written is kept
     folders.finish(below, also_flush=[], flush=fsync)
+
+
+def _journal_outputs(journal: Journal, tasks: dict[str, Task], outcomes: list[Outcome]) -> None:
+    """Records in the journal each output the outcomes say was renamed into place."""
+    for outcome in outcomes:
+        task = tasks.get(outcome.relative)
+        if not outcome.member and task is not None and outcome.kind in WRITTEN:
+            journal.written(task.relative, task.size, task.times_ns[1], task.inode)

@@ -20,12 +20,14 @@ from typing import Iterator, Optional, Union
 from . import atomic
 from .atomic import PRIVATE_FOLDER
 from .items import Task, describe
+from .journal import JOURNAL_NAME, Journal
 from .summary import Summary
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 RESERVED = (f"reserved name: python -m custom_op.prepare keeps its lock and temporary files in "
-            f"DST/{PRIVATE_FOLDER}; rename this entry of SRC to have it prepared")
+            f"DST/{PRIVATE_FOLDER}, and its journal in DST/{JOURNAL_NAME}; rename this entry of "
+            "SRC to have it prepared")
 
 
 def _is_within(path: str, folder: str) -> bool:
@@ -88,9 +90,10 @@ def _refuse_reserved(dirnames: list[str], filenames: list[str],
                      errors: list[tuple[str, str]]) -> None:
     """Takes DST's private folder name out of SRC's top level, as an error."""
     for names in (dirnames, filenames):
-        if PRIVATE_FOLDER in names:
-            names.remove(PRIVATE_FOLDER)
-            errors.append((PRIVATE_FOLDER, RESERVED))
+        for reserved in (PRIVATE_FOLDER, JOURNAL_NAME):
+            if reserved in names:
+                names.remove(reserved)
+                errors.append((reserved, RESERVED))
 
 
 def _relative(path: str, root: str) -> str:
@@ -98,10 +101,11 @@ def _relative(path: str, root: str) -> str:
 
 
 def plan(source: str, destination: str, force: bool, summary: Summary,
-         folders: Optional[list[str]] = None) -> list[Task]:
+         folders: Optional[list[str]] = None, journal: Optional[Journal] = None) -> list[Task]:
     """The files still to handle; counts the others (done, unreadable) in ``summary``.
 
-    The folders under ``source`` are appended to ``folders`` (see walk).
+    The folders under ``source`` are appended to ``folders`` (see walk). With
+    a ``journal`` (a DST without extended attributes) it decides what is done.
     """
     tasks = []
     for relative in walk(source, destination, summary.errors, folders):
@@ -120,7 +124,8 @@ def plan(source: str, destination: str, force: bool, summary: Summary,
         summary.parquet_seen += task.is_parquet
         if not stat.S_ISREG(status.st_mode):
             summary.errors.append((relative, "not a regular file (a FIFO or device?)"))
-        elif not force and atomic.is_done(status, target):
+        elif not force and (journal.is_done(relative, status) if journal is not None
+                            else atomic.is_done(status, target)):
             summary.already_done += 1
         else:
             tasks.append(task)
