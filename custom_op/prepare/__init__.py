@@ -27,7 +27,10 @@ bits and times of files and folders, and ends with a summary::
     python -m custom_op.prepare /data/imagenet/train /data/imagenet-prepared/train --verify
 
 ``--verify`` decodes every input and output in full and requires the same
-pixels, and checks that every output is seekable (two full decodes per file).
+pixels, and checks that every output is seekable (two full decodes per file);
+a parquet file is read back and compared with its source row by row. The
+exit status is 0 only when everything was prepared as asked, 4 when JPEGs
+were refused and copied unprepared (``--accept-refused``: 0), 1 on a failure.
 
 The same is available from Python::
 
@@ -39,7 +42,9 @@ The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
 ``pool`` (worker processes with a bounded queue), ``files``, ``shards`` and
 ``parquet`` (one file's, one shard's and one parquet file's work, in a
-worker; ``parquet`` imports pyarrow, so it is imported only when needed),
+worker; ``parquet`` imports pyarrow, so it is imported only when needed,
+with ``parquet_check`` and ``parquet_read_back``), ``journal`` (identities
+where DST keeps no extended attributes),
 ``layout`` (--verify's check of metadata and trailing bytes), ``workspace``
 (DST's lock and private folder), ``folders`` (DST's folders, their modes and
 times), ``atomic`` (temporary files, durable renames, resuming), ``progress``
