@@ -197,7 +197,7 @@ def _check_held(group: int, group_bytes: int, max_memory: int) -> int:
 def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int, columns: Sequence[str],
              source: BinaryIO, unit: Optional[str], outcomes: list[Outcome]) -> None:
     """Writes ``source`` into ``temporary``, one row group at a time; checks what was written."""
-    reader = pq.ParquetFile(source, coerce_int96_timestamp_unit=unit)
+    reader = pq.ParquetFile(source, coerce_int96_timestamp_unit=unit, pre_buffer=False)
     images = _Images(task, verify, max_memory, outcomes)
     schema = reader.schema_arrow
     options = _writer_options(reader.metadata)
