@@ -20,11 +20,16 @@ file with:
 A file that is not parquet (or is truncated), or has no column named by
 ``image_column``, is refused with the reason and nothing is written under its
 name; a parquet file without any image column, and every parquet file when
-pyarrow is not installed, is copied byte for byte with the reason. With
-``verify`` every image is checked as prepare_tree checks files, and the
-written file is read back and its other columns compared with the source's.
-The output is written, finished (identity, mode, times, fsync) and renamed by
-atomic.replace_atomically, as every output is.
+pyarrow is not installed, is copied byte for byte with the reason. Every run
+requires the written file to store every column as the source does (the
+parquet schema's physical and logical types, INT96 read in a unit that holds
+its values and written back as INT96: parquet_check.py). A row group is read
+once, its image column rewritten in slices of _SLICE_BYTES, and a group that
+cannot be held twice within half of ``max_memory`` is refused with the limit
+it needs. With ``verify`` every image is checked as prepare_tree checks
+files, and the written file is read back row by row against the source
+(parquet_read_back.py). The output is written, finished (identity, mode,
+times, fsync) and renamed by atomic.replace_atomically, as every output is.
 
 This module imports pyarrow; tree.py imports it only when a parquet file
 comes up, so ``import custom_op.prepare`` does not.
