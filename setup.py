@@ -19,6 +19,7 @@ it builds just in time into ``custom_op/_build/``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -41,6 +42,29 @@ def _load_by_path(name: str):
 def _fail(reason: str) -> None:
     sys.exit(f"custom_op: {reason}\n(To install without the native extension and build it "
              f"later, set {SKIP_VARIABLE}=1; see docs/install.md.)")
+
+
+def _describe_module(module: Path, key: str) -> None:
+    """Writes the module's record (size, hash) and the manifest the installed loader reads.
+
+    The manifest's fields are described in custom_op/_shipped.py, which reads it.
+    """
+    import torch
+
+    config = _load_by_path("_build_config")
+    _load_by_path("_module_check").write_record(module)
+    prebuilt = module.parent.parent
+    manifest = {
+        "key": key,
+        "module": module.relative_to(prebuilt).as_posix(),
+        "torch_built": torch.__version__,
+        "torch_git": torch.version.git_version or "",
+        # A module on torch's stable ABI runs on every torch from its target on;
+        # one on the C++ API only on the torch it was built against.
+        "torch_minimum": getattr(config, "TORCH_TARGET_VERSION", None),
+        "libjpeg": config.jpeg_link_identity().split(" /")[0],
+    }
+    (prebuilt / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 def _native_build() -> dict:
@@ -80,6 +104,7 @@ def _native_build() -> dict:
                 if field != "sources":
                     getattr(extension, field).extend(values)
             super().run()
+            _describe_module(Path(self.get_ext_fullpath(extension.name)), key)
 
     # run() adds libjpeg-turbo's folders and our flags, so that library
     # discovery (which runs pkg-config) and its errors happen only when

@@ -108,13 +108,91 @@ def pkg_config_dirs() -> tuple[list[str], list[str]]:
 
 def include_dirs() -> list[str]:
     """Header folders for the build: the package's own, then libjpeg-turbo's."""
+    static = static_jpeg_prefix()
+    if static is not None:  # Its headers only: the system's would describe another library.
+        return [str(PACKAGE_DIR), str(static / "include")]
     return ([str(PACKAGE_DIR)] + [str(p / "include") for p in jpeg_prefixes()]
             + pkg_config_dirs()[0])
 
 
 def library_dirs() -> list[str]:
-    """Library folders for the build: libjpeg-turbo's, when not the system's."""
+    """Library folders for the build: libjpeg-turbo's, when not the system's (none when static)."""
+    if static_jpeg_prefix() is not None:
+        return []
     return [str(p / "lib") for p in jpeg_prefixes()] + pkg_config_dirs()[1]
+
+
+# libjpeg-turbo linked statically (what a wheel ships). The archive goes into
+# the module and -Wl,--exclude-libs,ALL makes every symbol it brings local:
+# torchvision and Pillow load their own libjpeg into the same process, and an
+# exported jpeg_* of ours would be bound to their calls (or theirs to ours),
+# a different version's struct layouts behind the same names.
+
+#: Names a folder with include/jpeglib.h and lib/libjpeg.a to link statically
+#: (``make wheel`` sets it to the folder ``make libjpeg-static`` unpacks).
+#: Unset, a build links the system's shared library, as a checkout always has.
+STATIC_JPEG_VARIABLE = "CUSTOM_OP_JPEG_STATIC"
+
+
+def static_jpeg_prefix() -> Path | None:
+    """The folder of a static libjpeg-turbo to link into the module, or None (the system's).
+
+    A file check, no process: the build key reads it on every first call.
+
+    Raises:
+        JpegPrefixError: CUSTOM_OP_JPEG_STATIC names a folder without
+            include/jpeglib.h and lib/libjpeg.a.
+    """
+    given = os.environ.get(STATIC_JPEG_VARIABLE, "")
+    if not given:
+        return None
+    prefix = Path(given).expanduser().resolve()
+    if not ((prefix / "include" / "jpeglib.h").is_file()
+            and (prefix / "lib" / "libjpeg.a").is_file()):
+        raise JpegPrefixError(f"{STATIC_JPEG_VARIABLE}={given} has no include/jpeglib.h and "
+                              "lib/libjpeg.a; point it at an unpacked static libjpeg-turbo "
+                              "(make libjpeg-static makes one), or unset it to link the "
+                              "system's libjpeg")
+    return prefix
+
+
+def jpeg_link_identity() -> str:
+    """Which libjpeg-turbo a build here links, for the build key.
+
+    "system" (plus the prefixes, added by build_key), or "static <version>
+    <archive size> <folder>": a different archive is a different build.
+    """
+    static = static_jpeg_prefix()
+    if static is None:
+        return "system"
+    archive = static / "lib" / "libjpeg.a"
+    return f"static {static_jpeg_version(static)} {archive.stat().st_size} {static}"
+
+
+def static_jpeg_version(prefix: Path) -> str:
+    """LIBJPEG_TURBO_VERSION from the folder's jconfig.h ("" when it has none)."""
+    try:
+        text = (prefix / "include" / "jconfig.h").read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["#define", "LIBJPEG_TURBO_VERSION"] and len(parts) == 3:
+            return parts[2]
+    return ""
+
+
+def jpeg_link_arguments() -> dict:
+    """How the module links libjpeg-turbo: the shared ``-ljpeg``, or the archive with hidden symbols.
+
+    Returns:
+        ``libraries``, ``extra_objects`` and the link flags that belong to the choice.
+    """
+    static = static_jpeg_prefix()
+    if static is None:
+        return {"libraries": list(LIBRARIES), "extra_objects": [], "extra_link_args": []}
+    return {"libraries": [], "extra_objects": [str(static / "lib" / "libjpeg.a")],
+            "extra_link_args": ["-Wl,--exclude-libs,ALL"]}
 
 
 def extra_link_args(libraries: list[str]) -> list[str]:
@@ -134,13 +212,15 @@ def extension_arguments(key: str, source_prefix: str = "") -> dict:
         sources, include and library folders, libraries, flags and the key macro.
     """
     libraries = library_dirs()
+    jpeg = jpeg_link_arguments()
     return {
         "sources": [source_prefix + name for name in SOURCES],
         "include_dirs": include_dirs(),
         "library_dirs": libraries,
-        "libraries": list(LIBRARIES),
+        "libraries": jpeg["libraries"],
+        "extra_objects": jpeg["extra_objects"],
         "extra_compile_args": list(EXTRA_COMPILE_ARGS),
-        "extra_link_args": extra_link_args(libraries),
+        "extra_link_args": extra_link_args(libraries) + jpeg["extra_link_args"],
         "define_macros": [("CUSTOM_OP_BUILD_KEY", key)],
     }
 
@@ -177,7 +257,8 @@ def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> st
     """A hash of everything that makes one build unusable where another is.
 
     Sources, headers, build files, flags, the Python ABI, torch's version and
-    C++ ABI, and the prefixes that locate libjpeg-turbo. Not the package's
+    C++ ABI, the prefixes that locate libjpeg-turbo and whether it is linked
+    statically (and which archive). Not the package's
     location (a wheel is built in one folder and installed in another) and not
     the compiler (see the module docstring). Equal keys mean the existing
     build can be loaded as it is.
@@ -207,4 +288,5 @@ def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> st
         add(part)
     for prefix in _prefix_variables():
         add(str(prefix or ""))
+    add(jpeg_link_identity())
     return digest.hexdigest()[:20]

@@ -5,8 +5,10 @@ module ``custom_op._C`` and loads it on the first attribute access, that is,
 on the first call that decodes. Pure-Python parts (datasets, transforms'
 construction) therefore import without a compiler or a build.
 
-Where builds are looked for, by build key (see _build_config.build_key),
-first match wins:
+A module the package was installed with (a wheel) is described by
+``custom_op/_prebuilt/shipped.json`` and used whenever it runs on the
+imported torch (custom_op/_shipped.py). Otherwise builds are looked for by
+build key (see _build_config.build_key), first match wins:
 
 1. ``custom_op/_prebuilt/<key>/`` inside the package: what ``pip install``
    built (read-only; ``pip uninstall`` removes it with the package);
@@ -35,7 +37,7 @@ from typing import Any
 
 import torch
 
-from . import _build_config
+from . import _build_config, _module_check
 
 MODULE_NAME = "custom_op._C"
 #: Where ``pip install`` puts the module it builds, inside the package.
@@ -74,7 +76,8 @@ def find_build(key: str, roots: list[Path] | None = None) -> Path | None:
     """The first existing build for ``key`` (see the module docstring), or None."""
     for root in roots if roots is not None else [PREBUILT_DIR, build_root()]:
         path = _build_config.module_path(root, key)
-        if path.exists():
+        # A damaged module (cut short, garbage) is removed and so not found, or raises.
+        if path.exists() and _module_check.usable_build(path, root, key):
             return path
     return None
 
@@ -93,6 +96,11 @@ def load_extension() -> ModuleType:
         loaded = sys.modules.get(MODULE_NAME)
         if loaded is not None:
             return loaded
+        from . import _shipped  # A wheel's module is found by its manifest, not by a key.
+
+        shipped = _shipped.shipped_build()
+        if shipped is not None:
+            return load_module(*shipped)
         key = current_build_key()
         path = find_build(key)
         if path is None:
