@@ -44,6 +44,11 @@ def _fail(reason: str) -> None:
              f"later, set {SKIP_VARIABLE}=1; see docs/install.md.)")
 
 
+def _version_text(version) -> str | None:
+    """(2, 11) or "2.11" as "2.11"; None stays None."""
+    return ".".join(map(str, version)) if isinstance(version, (tuple, list)) else version
+
+
 def _describe_module(module: Path, key: str) -> None:
     """Writes the module's record (size, hash) and the manifest the installed loader reads.
 
@@ -61,7 +66,7 @@ def _describe_module(module: Path, key: str) -> None:
         "torch_git": torch.version.git_version or "",
         # A module on torch's stable ABI runs on every torch from its target on;
         # one on the C++ API only on the torch it was built against.
-        "torch_minimum": getattr(config, "TORCH_TARGET_VERSION", None),
+        "torch_minimum": _version_text(getattr(config, "TORCH_TARGET_VERSION", None)),
         "libjpeg": config.jpeg_link_identity().split(" /")[0],
     }
     (prebuilt / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n")

@@ -5,10 +5,9 @@ module ``custom_op._C`` and loads it on the first attribute access, that is,
 on the first call that decodes. Pure-Python parts (datasets, transforms'
 construction) therefore import without a compiler or a build.
 
-A module the package was installed with (a wheel) is described by
-``custom_op/_prebuilt/shipped.json`` and used whenever it runs on the
-imported torch (custom_op/_shipped.py). Otherwise builds are looked for by
-build key (see _build_config.build_key), first match wins:
+Builds are looked for by build key (see _build_config.build_key; for the
+module a wheel was installed with, the key its manifest gives, see
+custom_op/_shipped.py), first match wins:
 
 1. ``custom_op/_prebuilt/<key>/`` inside the package: what ``pip install``
    built (read-only; ``pip uninstall`` removes it with the package);
@@ -37,7 +36,7 @@ from typing import Any
 
 import torch
 
-from . import _build_config, _module_check
+from . import _build_config, _module_check, _shipped
 
 MODULE_NAME = "custom_op._C"
 #: Where ``pip install`` puts the module it builds, inside the package.
@@ -45,7 +44,14 @@ PREBUILT_DIR = _build_config.PACKAGE_DIR / "_prebuilt"
 
 
 def current_build_key() -> str:
-    """The build key of this environment: sources, torch and Python ABI, libjpeg prefix."""
+    """The build key of this environment: sources, torch and Python ABI, libjpeg prefix.
+
+    An installed wheel's module, when it runs on this torch, is this environment's
+    build: its key comes from the manifest (custom_op/_shipped.py).
+    """
+    shipped = _shipped.shipped_key()
+    if shipped is not None:
+        return shipped
     return _build_config.build_key(torch.__version__, torch.version.git_version or "",
                                    bool(torch._C._GLIBCXX_USE_CXX11_ABI))
 
@@ -96,11 +102,6 @@ def load_extension() -> ModuleType:
         loaded = sys.modules.get(MODULE_NAME)
         if loaded is not None:
             return loaded
-        from . import _shipped  # A wheel's module is found by its manifest, not by a key.
-
-        shipped = _shipped.shipped_build()
-        if shipped is not None:
-            return load_module(*shipped)
         key = current_build_key()
         path = find_build(key)
         if path is None:

@@ -10,9 +10,10 @@ _prebuilt), ``torch_built`` and ``torch_git`` (the torch it was built
 against), ``torch_minimum`` (for a module on torch's stable ABI,
 ``TORCH_TARGET_VERSION`` in _build_config: it runs on every torch from that
 version on; null for a module on torch's C++ API, which runs only on the
-torch it was built against) and ``libjpeg`` (what it links, for reports). The loader asks :func:`shipped_build` first; when the
-module cannot run on this torch, the usual key lookup (and just-in-time
-build) follows, and a line on stderr says why.
+torch it was built against) and ``libjpeg`` (what it links, for reports).
+The loader asks :func:`shipped_key` first; when the module cannot run on
+this torch, the usual key lookup (and just-in-time build) follows, and a line
+on stderr says why.
 """
 
 from __future__ import annotations
@@ -20,41 +21,37 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
-import torch
-from torch.torch_version import TorchVersion
-
-from . import _build_config, _module_check
+from . import _build_config
 
 #: Written by the repository's setup.py when it builds the module.
 MANIFEST = _build_config.PACKAGE_DIR / "_prebuilt" / "shipped.json"
 
 
-def shipped_build() -> tuple[Path, str] | None:
-    """(module path, its key) when the package ships a module that runs on this torch, else None.
+def shipped_key() -> str | None:
+    """The key of the module the package was installed with, when it runs on this torch, else None.
 
-    Raises:
-        ImportError: the shipped module is damaged (see _module_check).
+    The loader then finds it under ``_prebuilt/<key>/`` (and checks it, as any build).
     """
     try:
         manifest = json.loads(MANIFEST.read_text())
     except (OSError, ValueError):
         return None
-    module = MANIFEST.parent / manifest.get("module", "")
-    if not module.is_file():
+    if not (MANIFEST.parent / manifest.get("module", "")).is_file():
         return None
     reason = _torch_mismatch(manifest)
     if reason:
         print(f"custom_op [pid {os.getpid()}]: the module installed with the package does not "
               f"run here ({reason}); looking for a build for this torch", file=sys.stderr)
         return None
-    _module_check.usable_build(module, MANIFEST.parent, manifest["key"])
-    return module, manifest["key"]
+    return manifest.get("key")
 
 
 def _torch_mismatch(manifest: dict) -> str:
     """Why the shipped module cannot run on the imported torch ("" when it can)."""
+    import torch  # Only an installed wheel gets here; its module links libtorch anyway.
+    from torch.torch_version import TorchVersion
+
     minimum = manifest.get("torch_minimum")
     if minimum:
         if TorchVersion(torch.__version__) < minimum:
