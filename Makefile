@@ -148,7 +148,7 @@ wheel: dist/.wheel-stamp
 # older key's module into the wheel.
 dist/.wheel-stamp: $(WHEEL_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a $(WHEEL_SOURCES)
 	rm -rf build/lib.* build/temp.* build/bdist.* build/wheel-raw dist/custom_op-*.whl
-	CUSTOM_OP_JPEG_STATIC=$(CURDIR)/$(LIBJPEG_STATIC) $(WHEEL_PY) -m pip wheel -q \
+	CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) $(WHEEL_PY) -m pip wheel -q \
 		--no-build-isolation --no-deps -w build/wheel-raw .
 	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_PY) -m auditwheel repair $(AUDITWHEEL_EXCLUDES) -w dist build/wheel-raw/custom_op-*.whl
 	touch $@
