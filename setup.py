@@ -58,8 +58,7 @@ def _native_build() -> dict:
               "pip install --no-build-isolation .")
     config = _load_by_path("_build_config")
     diagnosis = _load_by_path("_build_diagnosis")
-    key = config.build_key(torch.__version__, torch.version.git_version or "",
-                           bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    key = config.build_key()
     name = f"custom_op._prebuilt.{key}._C"
 
     class BuildExtensionUnlessEditable(BuildExtension.with_options(use_ninja=False)):
