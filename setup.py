@@ -87,8 +87,7 @@ def _native_build() -> dict:
               "pip install --no-build-isolation .")
     config = _load_by_path("_build_config")
     diagnosis = _load_by_path("_build_diagnosis")
-    key = config.build_key(torch.__version__, torch.version.git_version or "",
-                           bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    key = config.build_key()
     name = f"custom_op._prebuilt.{key}._C"
 
     class BuildExtensionUnlessEditable(BuildExtension.with_options(use_ninja=False)):
@@ -106,8 +105,10 @@ def _native_build() -> dict:
                 _fail(f"cannot build the native extension. {missing}")
             extension = self.extensions[0]
             for field, values in arguments.items():
-                if field != "sources":
+                if isinstance(values, list) and field != "sources":
                     getattr(extension, field).extend(values)
+                elif field != "sources":  # a flag, e.g. py_limited_api
+                    setattr(extension, field, values)
             super().run()
             _describe_module(Path(self.get_ext_fullpath(extension.name)), key)
 
@@ -115,7 +116,11 @@ def _native_build() -> dict:
     # discovery (which runs pkg-config) and its errors happen only when
     # something is built, not when pip asks for metadata.
     extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES])
-    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
+    native = {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
+    abi_tag = getattr(config, "PYTHON_ABI_TAG", None)
+    if abi_tag == "abi3":  # One module for every CPython from the floor on: tag the wheel so.
+        native["options"] = {"bdist_wheel": {"py_limited_api": "cp310"}}  # torch: 3.10
+    return native
 
 
 setup(**_native_build())

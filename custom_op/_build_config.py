@@ -10,8 +10,14 @@ The build key must be computable on every import without starting a process:
 a slim training image often has its compiler removed after the build, and a
 key that asked the compiler for its version would no longer find that build.
 So the key covers what decides whether a build can be loaded (sources, flags,
-Python and torch ABI, where libjpeg-turbo comes from), and the compiler's
-identity is only recorded in the build log.
+the stable-ABI target, the platform, where libjpeg-turbo comes from), and the
+compiler's identity is only recorded in the build log.
+
+The module uses torch's stable ABI and CPython's limited API only (see
+docs/design.md, "The binding"): one build serves every torch from
+TORCH_TARGET_VERSION on and every CPython from 3.9 on, so neither torch's
+version nor Python's is part of the key, and ``pip install -U torch`` keeps the
+build.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The one translation unit, relative to the package folder.
 SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
-HEADERS = ("csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
+HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
            "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
            "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
            "csrc/jpeg_decoder.h", "csrc/grid_crop.h",
-           "csrc/prepare.h", "binding/encoded_bytes.h", "binding/loaded_libjpeg.h",
-           "binding/python_errors.h", "binding/thread_pool.h")
+           "csrc/prepare.h", "binding/errors.h", "binding/loaded_libjpeg.h",
+           "binding/python_module.h", "binding/stable_tensors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_build_config.py")
 
@@ -47,6 +53,28 @@ LIBRARIES = ("jpeg",)
 #: loops that split pixels into planes (measured: a full 375 x 500 decode took
 #: 2.0 ms with it, 1.55 ms without).
 EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
+
+#: The oldest torch the module runs on: torch's stable ABI promises that a
+#: module built with this TORCH_TARGET_VERSION loads in every later torch. 2.11,
+#: as torchvision 0.29's image_stable module: what we use (Tensor[] and
+#: std::vector arguments, torch_call_dispatcher, torch::stable::empty, permute,
+#: select, get_num_threads) is there from 2.10; 2.11 is the oldest that a
+#: maintained project ships against, and 2.13 is the oldest tested here.
+TORCH_TARGET_VERSION = (2, 11)
+#: The oldest CPython of the abi3 module (torch's BuildExtension defines
+#: Py_LIMITED_API for extensions marked py_limited_api; pyproject says >=3.9).
+PYTHON_ABI_TAG = "abi3"
+
+
+def torch_target_macro() -> str:
+    """TORCH_TARGET_VERSION as torch/csrc/stable/version.h encodes it (major, minor in the top bytes)."""
+    major, minor = TORCH_TARGET_VERSION
+    return f"0x{(major << 56) | (minor << 48):016x}"
+
+
+def define_macros(key: str) -> list[tuple[str, str]]:
+    """The preprocessor definitions of every build: the key and the stable-ABI target."""
+    return [("CUSTOM_OP_BUILD_KEY", key), ("TORCH_TARGET_VERSION", torch_target_macro())]
 
 
 
@@ -221,13 +249,14 @@ def extension_arguments(key: str, source_prefix: str = "") -> dict:
         "extra_objects": jpeg["extra_objects"],
         "extra_compile_args": list(EXTRA_COMPILE_ARGS),
         "extra_link_args": extra_link_args(libraries) + jpeg["extra_link_args"],
-        "define_macros": [("CUSTOM_OP_BUILD_KEY", key)],
+        "define_macros": define_macros(key),
+        "py_limited_api": True,
     }
 
 
 def extension_suffix() -> str:
-    """The file name ending of an extension module for this Python (".cpython-311-...so")."""
-    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    """The file name ending of the module: ".abi3.so" (a limited-API module), ".pyd" on Windows."""
+    return ".pyd" if os.name == "nt" else f".{PYTHON_ABI_TAG}.so"
 
 
 def module_path(root: Path, key: str) -> Path:
@@ -253,20 +282,17 @@ def compiler_identity() -> str:
     return "\n".join(lines)
 
 
-def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> str:
+def build_key() -> str:
     """A hash of everything that makes one build unusable where another is.
 
-    Sources, headers, build files, flags, the Python ABI, torch's version and
-    C++ ABI, the prefixes that locate libjpeg-turbo and whether it is linked
-    statically (and which archive). Not the package's
-    location (a wheel is built in one folder and installed in another) and not
-    the compiler (see the module docstring). Equal keys mean the existing
-    build can be loaded as it is.
-
-    Args:
-        torch_version: ``torch.__version__``.
-        torch_git_version: ``torch.version.git_version``.
-        cxx11_abi: ``torch._C._GLIBCXX_USE_CXX11_ABI``.
+    Sources, headers, build files, flags, the stable-ABI target
+    (TORCH_TARGET_VERSION), the Python ABI tag (abi3), the machine, the
+    prefixes that locate libjpeg-turbo and whether it is linked statically
+    (and which archive). Not torch's version (the module is on
+    its stable ABI), not Python's (abi3), not the package's location (a wheel
+    is built in one folder and installed in another) and not the compiler
+    (see the module docstring). Equal keys mean the existing build can be
+    loaded as it is.
 
     Returns:
         20 hex digits.
@@ -281,8 +307,8 @@ def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> st
     for name in SOURCES + HEADERS + BUILD_FILES:
         add(name)
         add((PACKAGE_DIR / name).read_bytes())
-    for part in (torch_version, torch_git_version, str(cxx11_abi), sys.version,
-                 extension_suffix(), platform.machine()):
+    for part in (torch_target_macro(), PYTHON_ABI_TAG, extension_suffix(), sys.platform,
+                 platform.machine()):
         add(part)
     for part in EXTRA_COMPILE_ARGS + LIBRARIES:
         add(part)
