@@ -14,6 +14,13 @@ Python code alone, for images that bring their build another way
 first decoding call then builds, or finds that build. Editable installs
 (``pip install -e .``) build nothing either: a checkout's sources change, so
 it builds just in time into ``custom_op/_build/``.
+
+``make wheel`` runs this file too (``pip wheel``, with CUSTOM_OP_JPEG_STATIC
+set: libjpeg-turbo linked in). Beside the module it writes the module's
+record (size, SHA-256: custom_op/_module_check.py) and
+``_prebuilt/shipped.json``, the manifest by which the installed package finds
+the module without recomputing its key (custom_op/_shipped.py); for a module
+on CPython's limited API the wheel is tagged abi3.
 """
 
 from __future__ import annotations
