@@ -19,5 +19,7 @@ COPY dist/ /tmp/dist/
 RUN pip install --no-cache-dir /tmp/dist/custom_op-*.whl && rm -rf /tmp/dist
 
 # Fails the image build, not a job, if the installed module does not load and decode here.
-RUN ! command -v cc c++ gcc g++ \
+RUN for compiler in cc c++ gcc g++; do \
+      if command -v "$compiler"; then echo "unexpected compiler: $compiler"; exit 1; fi; \
+    done \
  && python -m custom_op.build --verify
