@@ -84,21 +84,23 @@ def _as_encoded(data: JpegData, function: str) -> torch.Tensor | memoryview:
 
 
 def _as_int(function: str, name: str, value: int, minimum: int) -> int:
-    """``value`` checked as an int >= minimum; a torch.SymInt (a size under torch.compile) stays
-    symbolic: torch._check_value bounds it without fixing its value, so random windows share a
-    graph (operator.index would specialize it to a constant)."""
-    if isinstance(value, torch.SymInt):
-        torch._check_value(value >= minimum,
-                           lambda: f"{function}(): {name} must be >= {minimum}, got {value}")
-        torch._check_value(value <= _INT32_MAX, lambda: (
-            f"{function}(): {name}={value} is beyond any JPEG's size (at most 65535)"))
-        return value
+    """``value`` checked as an int >= minimum.
+
+    An int passes as it is, and so does a size that torch.compile made
+    symbolic (Dynamo presents a SymInt as an int): comparing it guards on a
+    range only, where operator.index would fix its value and recompile for
+    every new window. Other integer types (numpy's) go through operator.index.
+    """
     if isinstance(value, bool):
         raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} {value!r}") from None
+    if isinstance(value, (int, torch.SymInt)):
+        number = value
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} "
+                            f"{value!r}") from None
     if number < minimum:
         raise ValueError(f"{function}(): {name} must be >= {minimum}, got {number}")
     if number > _INT32_MAX:

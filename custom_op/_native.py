@@ -146,6 +146,8 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
                  max_memory: int = _DEFAULT_MAX_MEMORY) -> list[torch.Tensor]:
     """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses)."""
     tensors = [as_tensor(data) for data in datas]
+    if not tensors and out is None:  # no tensor for the dispatcher to dispatch on: nothing to do
+        return []
     return call("_decode_batch", tensors, list(boxes), list(scale_nums), out_height, out_width,
                 mode, antialias, strict, max_pixels, max_scans, num_threads, seek, out,
                 contiguous, max_memory)

@@ -73,14 +73,14 @@ def _check_common(mode: int, max_pixels: int, max_scans: int, max_memory: int) -
 def check_resize(out_height, out_width, scale_num: int) -> None:
     """What the kernels check of a resize (decode_and_crop_jpeg.cpp, make_resize)."""
     torch._check_value(0 <= scale_num <= 8, lambda: (
-        f"scale_num must be 0 (auto) or 1..8 and the output size 1..65535, got "
+        f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
         f"scale_num={scale_num} and {out_height} x {out_width}"))
     for side in (out_height, out_width):
         torch._check_value(side >= 1, lambda: (
-            f"scale_num must be 0 (auto) or 1..8 and the output size 1..65535, got "
+            f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
             f"scale_num={scale_num} and {out_height} x {out_width}"))
         torch._check_value(side <= 65535, lambda: (
-            f"scale_num must be 0 (auto) or 1..8 and the output size 1..65535, got "
+            f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
             f"scale_num={scale_num} and {out_height} x {out_width}"))
 
 

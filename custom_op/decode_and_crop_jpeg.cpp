@@ -85,7 +85,7 @@ ResizeRequest make_resize(const custom_op::Window& window, int64_t out_height, i
                           int64_t scale_num, bool antialias) {
   if (scale_num < custom_op::kScaleAuto || scale_num > 8 || out_height < 1 || out_width < 1 ||
       out_height > 65535 || out_width > 65535) {
-    throw_value_error("scale_num must be 0 (auto) or 1..8 and the output size 1..65535, got scale_num=" +
+    throw_value_error("scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got scale_num=" +
                       std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
                       std::to_string(out_width));
   }
@@ -118,9 +118,13 @@ custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::
   if (!status.ok()) {
     return status;
   }
-  const Tensor resized = empty_bytes({1, resize.out_height, resize.out_width, 4});
-  resize_with_aten(torch::stable::permute(rows, {0, 3, 1, 2}), resize.out_height, resize.out_width,
-                   resize.antialias, torch::stable::permute(resized, {0, 3, 1, 2}));
+  Tensor resized = resize_with_aten(torch::stable::permute(rows, {0, 3, 1, 2}), resize.out_height,
+                                    resize.out_width, resize.antialias);
+  if (!is_channels_last(resized)) {  // ATen keeps channels_last today; copy if it ever does not
+    Tensor packed = torch::stable::permute(empty_bytes({1, resize.out_height, resize.out_width, 4}), {0, 3, 1, 2});
+    torch::stable::copy_(packed, resized);
+    resized = packed;
+  }
   const uint8_t* pixels = bytes_of(resized);
   uint8_t* out = bytes_of(target);
   const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
@@ -162,8 +166,9 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
     return status;
   }
   *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
-  resize_with_aten(torch::stable::unsqueeze(crop, 0), resize.out_height, resize.out_width,
-                   resize.antialias, torch::stable::unsqueeze(*out, 0));
+  Tensor target = torch::stable::unsqueeze(*out, 0);
+  torch::stable::copy_(target, resize_with_aten(torch::stable::unsqueeze(crop, 0), resize.out_height,
+                                                resize.out_width, resize.antialias));
   return status;
 }
 

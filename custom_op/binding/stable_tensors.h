@@ -82,22 +82,31 @@ Tensor output_tensor(const std::optional<Tensor>& into, int64_t channels, int64_
 
 uint8_t* bytes_of(const Tensor& tensor) { return static_cast<uint8_t*>(tensor.mutable_data_ptr()); }
 
-// Resizes the [1, C, H, W] `input` into `output` with the very ATen kernel
-// that torchvision's resize(antialias=...) runs on uint8 CPU tensors, called
-// by its schema's name: aten::_upsample_bilinear2d_aa.out or
-// aten::upsample_bilinear2d.out(self, output_size, align_corners, scales_h,
-// scales_w, *, out).
-void resize_with_aten(const Tensor& input, int64_t out_height, int64_t out_width, bool antialias,
-                      const Tensor& output) {
+// The [1, C, H, W] `input` resized to out_height x out_width by the very
+// ATen kernel that torchvision's resize(antialias=...) runs on uint8 CPU
+// tensors: aten::_upsample_bilinear2d_aa.vec or aten::upsample_bilinear2d.vec
+// (input, output_size, align_corners=False, scale_factors=None), called by
+// name through the dispatcher. Not the .out overloads: the stable ABI hands
+// a SymInt[] argument over as a list of SymInts, which ATen's CPU out
+// kernels (registered with int lists) refuse (torch 2.14: "Expected IntList
+// but got GenericList"); the .vec overloads are symbolic-int aware. Without
+// scale factors they compute the same sizes and weights as the out kernels.
+// The result keeps the input's memory format (channels_last in, channels_last out).
+Tensor resize_with_aten(const Tensor& input, int64_t out_height, int64_t out_width, bool antialias) {
   using torch::stable::detail::from;
   const std::vector<int64_t> size{out_height, out_width};
-  std::array<StableIValue, 6> stack{from(input), from(size), from(false),
-                                    from(std::optional<double>()), from(std::optional<double>()),
-                                    from(output)};
+  std::array<StableIValue, 4> stack{
+      from(input), from(std::optional<torch::headeronly::IntHeaderOnlyArrayRef>(size)), from(false),
+      from(std::optional<double>())};
   const char* name = antialias ? "aten::_upsample_bilinear2d_aa" : "aten::upsample_bilinear2d";
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "out", stack.data(), TORCH_ABI_VERSION));
-  // The kernel returns `out` itself: take back (and drop) that reference.
-  torch::stable::detail::to<Tensor>(stack[0]);
+  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "vec", stack.data(), TORCH_ABI_VERSION));
+  return torch::stable::detail::to<Tensor>(stack[0]);
+}
+
+// Whether the [1, C, H, W] `tensor` is channels_last (NHWC) memory.
+bool is_channels_last(const Tensor& tensor) {
+  const int64_t channels = tensor.size(1), width = tensor.size(3);
+  return tensor.stride(1) == 1 && tensor.stride(3) == channels && tensor.stride(2) == channels * width;
 }
 
 // Whether `out` is laid out as the batch writes it: contiguous NCHW
