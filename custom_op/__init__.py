@@ -1,8 +1,9 @@
 """custom_op: decode only the part of a JPEG that a training pipeline keeps.
 
-``import custom_op`` loads nothing native: the first call that decodes loads
-the extension, building it first if this environment has none (see
-custom_op/_loader.py and docs/install.md). The parts that need torchvision
+``import custom_op`` defines the operators (``torch.ops.custom_op.*``) and
+loads the native extension if this environment has a build (a few
+milliseconds, no process); with none, the first call that decodes builds it
+(see custom_op/_loader.py and docs/install.md). The parts that need torchvision
 (EncodedJpeg, the transforms and the datasets) are imported on first use too,
 so the decode functions alone do not pay for importing torchvision.
 """
@@ -10,7 +11,7 @@ so the decode functions alone do not pay for importing torchvision.
 import importlib as _importlib
 
 from ._errors import JpegDecodeError
-from ._loader import native as _C
+from . import _native as _C
 from ._decode import (
     decode_and_crop_jpeg,
     decode_and_crop_jpeg_batch,

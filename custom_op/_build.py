@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import _build_config
+from . import _build_config, _module_check
 from ._build_diagnosis import hint_for
 
 #: How long a process waits for another one's build before giving up.
@@ -125,6 +125,7 @@ def _compile(root: Path, key: str, target: Path) -> None:
             _fail(root, key, f"custom_op: the build produced {built}, expected one module "
                              f"(this is a bug in custom_op); log: {log_path}")
         target.parent.mkdir(parents=True, exist_ok=True)
+        _module_check.write_record(built[0], target)  # What the loader checks before loading.
         os.replace(built[0], target)  # Atomic: readers see no module or a whole one.
         failure_marker(root, key).unlink(missing_ok=True)
     finally:

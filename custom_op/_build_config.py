@@ -10,8 +10,14 @@ The build key must be computable on every import without starting a process:
 a slim training image often has its compiler removed after the build, and a
 key that asked the compiler for its version would no longer find that build.
 So the key covers what decides whether a build can be loaded (sources, flags,
-Python and torch ABI, where libjpeg-turbo comes from), and the compiler's
-identity is only recorded in the build log.
+the stable-ABI target, the platform, where libjpeg-turbo comes from), and the
+compiler's identity is only recorded in the build log.
+
+The module uses torch's stable ABI and CPython's limited API only (see
+docs/design.md, "The binding"): one build serves every torch from
+TORCH_TARGET_VERSION on and every CPython from 3.9 on, so neither torch's
+version nor Python's is part of the key, and ``pip install -U torch`` keeps the
+build.
 """
 
 from __future__ import annotations
@@ -30,12 +36,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: The one translation unit, relative to the package folder.
 SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
-HEADERS = ("csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
+HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
            "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
            "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
            "csrc/jpeg_decoder.h", "csrc/grid_crop.h",
-           "csrc/prepare.h", "binding/encoded_bytes.h", "binding/loaded_libjpeg.h",
-           "binding/python_errors.h", "binding/thread_pool.h")
+           "csrc/prepare.h", "binding/errors.h", "binding/loaded_libjpeg.h",
+           "binding/python_module.h", "binding/stable_tensors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_build_config.py")
 
@@ -47,6 +53,28 @@ LIBRARIES = ("jpeg",)
 #: loops that split pixels into planes (measured: a full 375 x 500 decode took
 #: 2.0 ms with it, 1.55 ms without).
 EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
+
+#: The oldest torch the module runs on: torch's stable ABI promises that a
+#: module built with this TORCH_TARGET_VERSION loads in every later torch. 2.11,
+#: as torchvision 0.29's image_stable module: what we use (Tensor[] and
+#: std::vector arguments, torch_call_dispatcher, torch::stable::empty, permute,
+#: select, get_num_threads) is there from 2.10; 2.11 is the oldest that a
+#: maintained project ships against, and 2.13 is the oldest tested here.
+TORCH_TARGET_VERSION = (2, 11)
+#: The oldest CPython of the abi3 module (torch's BuildExtension defines
+#: Py_LIMITED_API for extensions marked py_limited_api; pyproject says >=3.9).
+PYTHON_ABI_TAG = "abi3"
+
+
+def torch_target_macro() -> str:
+    """TORCH_TARGET_VERSION as torch/csrc/stable/version.h encodes it (major, minor in the top bytes)."""
+    major, minor = TORCH_TARGET_VERSION
+    return f"0x{(major << 56) | (minor << 48):016x}"
+
+
+def define_macros(key: str) -> list[tuple[str, str]]:
+    """The preprocessor definitions of every build: the key and the stable-ABI target."""
+    return [("CUSTOM_OP_BUILD_KEY", key), ("TORCH_TARGET_VERSION", torch_target_macro())]
 
 
 
@@ -108,13 +136,91 @@ def pkg_config_dirs() -> tuple[list[str], list[str]]:
 
 def include_dirs() -> list[str]:
     """Header folders for the build: the package's own, then libjpeg-turbo's."""
+    static = static_jpeg_prefix()
+    if static is not None:  # Its headers only: the system's would describe another library.
+        return [str(PACKAGE_DIR), str(static / "include")]
     return ([str(PACKAGE_DIR)] + [str(p / "include") for p in jpeg_prefixes()]
             + pkg_config_dirs()[0])
 
 
 def library_dirs() -> list[str]:
-    """Library folders for the build: libjpeg-turbo's, when not the system's."""
+    """Library folders for the build: libjpeg-turbo's, when not the system's (none when static)."""
+    if static_jpeg_prefix() is not None:
+        return []
     return [str(p / "lib") for p in jpeg_prefixes()] + pkg_config_dirs()[1]
+
+
+# libjpeg-turbo linked statically (what a wheel ships). The archive goes into
+# the module and -Wl,--exclude-libs,ALL makes every symbol it brings local:
+# torchvision and Pillow load their own libjpeg into the same process, and an
+# exported jpeg_* of ours would be bound to their calls (or theirs to ours),
+# a different version's struct layouts behind the same names.
+
+#: Names a folder with include/jpeglib.h and lib/libjpeg.a to link statically
+#: (``make wheel`` sets it to the folder ``make libjpeg-static`` unpacks).
+#: Unset, a build links the system's shared library, as a checkout always has.
+STATIC_JPEG_VARIABLE = "CUSTOM_OP_JPEG_STATIC"
+
+
+def static_jpeg_prefix() -> Path | None:
+    """The folder of a static libjpeg-turbo to link into the module, or None (the system's).
+
+    A file check, no process: the build key reads it on every first call.
+
+    Raises:
+        JpegPrefixError: CUSTOM_OP_JPEG_STATIC names a folder without
+            include/jpeglib.h and lib/libjpeg.a.
+    """
+    given = os.environ.get(STATIC_JPEG_VARIABLE, "")
+    if not given:
+        return None
+    prefix = Path(given).expanduser().resolve()
+    if not ((prefix / "include" / "jpeglib.h").is_file()
+            and (prefix / "lib" / "libjpeg.a").is_file()):
+        raise JpegPrefixError(f"{STATIC_JPEG_VARIABLE}={given} has no include/jpeglib.h and "
+                              "lib/libjpeg.a; point it at an unpacked static libjpeg-turbo "
+                              "(make libjpeg-static makes one), or unset it to link the "
+                              "system's libjpeg")
+    return prefix
+
+
+def jpeg_link_identity() -> str:
+    """Which libjpeg-turbo a build here links, for the build key.
+
+    "system" (plus the prefixes, added by build_key), or "static <version>
+    <archive size> <folder>": a different archive is a different build.
+    """
+    static = static_jpeg_prefix()
+    if static is None:
+        return "system"
+    archive = static / "lib" / "libjpeg.a"
+    return f"static {static_jpeg_version(static)} {archive.stat().st_size} {static}"
+
+
+def static_jpeg_version(prefix: Path) -> str:
+    """LIBJPEG_TURBO_VERSION from the folder's jconfig.h ("" when it has none)."""
+    try:
+        text = (prefix / "include" / "jconfig.h").read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["#define", "LIBJPEG_TURBO_VERSION"] and len(parts) == 3:
+            return parts[2]
+    return ""
+
+
+def jpeg_link_arguments() -> dict:
+    """How the module links libjpeg-turbo: the shared ``-ljpeg``, or the archive with hidden symbols.
+
+    Returns:
+        ``libraries``, ``extra_objects`` and the link flags that belong to the choice.
+    """
+    static = static_jpeg_prefix()
+    if static is None:
+        return {"libraries": list(LIBRARIES), "extra_objects": [], "extra_link_args": []}
+    return {"libraries": [], "extra_objects": [str(static / "lib" / "libjpeg.a")],
+            "extra_link_args": ["-Wl,--exclude-libs,ALL"]}
 
 
 def extra_link_args(libraries: list[str]) -> list[str]:
@@ -134,20 +240,23 @@ def extension_arguments(key: str, source_prefix: str = "") -> dict:
         sources, include and library folders, libraries, flags and the key macro.
     """
     libraries = library_dirs()
+    jpeg = jpeg_link_arguments()
     return {
         "sources": [source_prefix + name for name in SOURCES],
         "include_dirs": include_dirs(),
         "library_dirs": libraries,
-        "libraries": list(LIBRARIES),
+        "libraries": jpeg["libraries"],
+        "extra_objects": jpeg["extra_objects"],
         "extra_compile_args": list(EXTRA_COMPILE_ARGS),
-        "extra_link_args": extra_link_args(libraries),
-        "define_macros": [("CUSTOM_OP_BUILD_KEY", key)],
+        "extra_link_args": extra_link_args(libraries) + jpeg["extra_link_args"],
+        "define_macros": define_macros(key),
+        "py_limited_api": True,
     }
 
 
 def extension_suffix() -> str:
-    """The file name ending of an extension module for this Python (".cpython-311-...so")."""
-    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    """The file name ending of the module: ".abi3.so" (a limited-API module), ".pyd" on Windows."""
+    return ".pyd" if os.name == "nt" else f".{PYTHON_ABI_TAG}.so"
 
 
 def module_path(root: Path, key: str) -> Path:
@@ -173,19 +282,17 @@ def compiler_identity() -> str:
     return "\n".join(lines)
 
 
-def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> str:
+def build_key() -> str:
     """A hash of everything that makes one build unusable where another is.
 
-    Sources, headers, build files, flags, the Python ABI, torch's version and
-    C++ ABI, and the prefixes that locate libjpeg-turbo. Not the package's
-    location (a wheel is built in one folder and installed in another) and not
-    the compiler (see the module docstring). Equal keys mean the existing
-    build can be loaded as it is.
-
-    Args:
-        torch_version: ``torch.__version__``.
-        torch_git_version: ``torch.version.git_version``.
-        cxx11_abi: ``torch._C._GLIBCXX_USE_CXX11_ABI``.
+    Sources, headers, build files, flags, the stable-ABI target
+    (TORCH_TARGET_VERSION), the Python ABI tag (abi3), the machine, the
+    prefixes that locate libjpeg-turbo and whether it is linked statically
+    (and which archive). Not torch's version (the module is on
+    its stable ABI), not Python's (abi3), not the package's location (a wheel
+    is built in one folder and installed in another) and not the compiler
+    (see the module docstring). Equal keys mean the existing build can be
+    loaded as it is.
 
     Returns:
         20 hex digits.
@@ -200,11 +307,12 @@ def build_key(torch_version: str, torch_git_version: str, cxx11_abi: bool) -> st
     for name in SOURCES + HEADERS + BUILD_FILES:
         add(name)
         add((PACKAGE_DIR / name).read_bytes())
-    for part in (torch_version, torch_git_version, str(cxx11_abi), sys.version,
-                 extension_suffix(), platform.machine()):
+    for part in (torch_target_macro(), PYTHON_ABI_TAG, extension_suffix(), sys.platform,
+                 platform.machine()):
         add(part)
     for part in EXTRA_COMPILE_ARGS + LIBRARIES:
         add(part)
     for prefix in _prefix_variables():
         add(str(prefix or ""))
+    add(jpeg_link_identity())
     return digest.hexdigest()[:20]

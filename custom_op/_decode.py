@@ -7,8 +7,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from . import _native as _C
 from . import _ops
-from ._loader import native as _C
 
 #: What ``data`` may be: the encoded file's bytes.
 JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
@@ -23,8 +23,8 @@ JPEG_SIGNATURE = b"\xff\xd8\xff"
 DEFAULT_MAX_PIXELS = 1 << 28
 DEFAULT_MAX_SCANS = 256
 #: 256 MiB; docs/design.md says why. The native core's own default (csrc/limits.h,
-#: _C.DEFAULT_MAX_MEMORY) is the same number, which a test checks: reading it from _C here
-#: would load the extension at import time.
+#: custom_op._C.DEFAULT_MAX_MEMORY) is the same number, which a test checks: reading it from
+#: the module here would need the extension built before anything imports.
 DEFAULT_MAX_MEMORY = 256 << 20
 
 _INT32_MAX = 2**31 - 1
@@ -84,12 +84,23 @@ def _as_encoded(data: JpegData, function: str) -> torch.Tensor | memoryview:
 
 
 def _as_int(function: str, name: str, value: int, minimum: int) -> int:
+    """``value`` checked as an int >= minimum.
+
+    An int passes as it is, and so does a size that torch.compile made
+    symbolic (Dynamo presents a SymInt as an int): comparing it guards on a
+    range only, where operator.index would fix its value and recompile for
+    every new window. Other integer types (numpy's) go through operator.index.
+    """
     if isinstance(value, bool):
         raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} {value!r}") from None
+    if isinstance(value, (int, torch.SymInt)):
+        number = value
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} "
+                            f"{value!r}") from None
     if number < minimum:
         raise ValueError(f"{function}(): {name} must be >= {minimum}, got {number}")
     if number > _INT32_MAX:
@@ -257,11 +268,9 @@ def decode_and_crop_jpeg(
     _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
-        return _ops.crop()(encoded, y, x, height, width, mode_code, strict, *limits, seek,
-                           contiguous, memory)
-    return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
-                                   seek, contiguous=contiguous, max_memory=memory)
+    # The registered operator, which torch.compile traces; bytes become a tensor over them.
+    return _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits, seek,
+                     contiguous, memory)
 
 
 def libjpeg_version() -> str:
@@ -275,13 +284,15 @@ def libjpeg_version() -> str:
 
 
 #: libjpeg's DCT scales (numerator over 8) that decode_and_resized_crop_jpeg
-#: uses. libjpeg-turbo has SIMD code for the 1/8, 1/4 and 1/2 scaled IDCTs
-#: only; the other scales are slower than no scaling at all.
+#: uses (csrc/scale_rule.h). libjpeg-turbo has SIMD code for the 1/8, 1/4 and 1/2
+#: scaled IDCTs only; the other scales are slower than no scaling at all.
 SCALE_NUMERATORS = (1, 2, 4, 8)
+#: The scale argument that lets the kernel choose by the rule (csrc/scale_rule.h, kScaleAuto).
+SCALE_AUTO = 0
 
 
 def _as_size(function: str, size: Union[int, Tuple[int, int]]) -> tuple[int, int]:
-    if isinstance(size, int) and not isinstance(size, bool):
+    if isinstance(size, (int, torch.SymInt)) and not isinstance(size, bool):
         pair = (size, size)
     elif isinstance(size, (tuple, list)) and len(size) == 2:
         pair = tuple(size)
@@ -289,18 +300,25 @@ def _as_size(function: str, size: Union[int, Tuple[int, int]]) -> tuple[int, int
         raise TypeError(f"{function}(): size must be an int or a (height, width) pair, got {size!r}")
     height = _as_int(function, "size[0]", pair[0], 1)
     width = _as_int(function, "size[1]", pair[1], 1)
-    if max(height, width) > 65535:
+    if not isinstance(height, torch.SymInt) and not isinstance(width, torch.SymInt) \
+            and max(height, width) > 65535:  # symbolic sizes: the fake kernel checks this
         raise ValueError(f"{function}(): size={size!r} is larger than 65535")
     return height, width
 
 
-def choose_scale(crop_height: int, crop_width: int, size: tuple[int, int]) -> int:
-    """The numerator n of the smallest DCT scale n/8 in SCALE_NUMERATORS whose
-    decoded window is still at least ``size`` on both sides."""
-    for numerator in SCALE_NUMERATORS:
-        if crop_height * numerator >= size[0] * 8 and crop_width * numerator >= size[1] * 8:
-            return numerator
-    return 8
+def choose_scale(crop_height: float, crop_width: float, size: tuple[int, int],
+                 antialias: bool = True) -> int:
+    """The DCT scale numerator n (of n/8, in SCALE_NUMERATORS) a resize of a
+    ``crop_height`` x ``crop_width`` window to ``size`` decodes at.
+
+    With ``antialias``, the smallest scale whose decoded window is still at
+    least ``size`` on both sides; without it always 8 (full scale): only
+    antialiased resizes decode at a reduced scale. The rule lives once, in the
+    native core (csrc/scale_rule.h), which the resized operator applies itself
+    when given SCALE_AUTO; this asks it. The sides may be fractional (a resize
+    grid's rectangle mapped back to the file).
+    """
+    return _C.choose_scale(crop_height, crop_width, size[0], size[1], antialias)
 
 
 def decode_and_resized_crop_jpeg(
@@ -365,16 +383,13 @@ def decode_and_resized_crop_jpeg(
     out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
-    scale_num = choose_scale(height, width, (out_height, out_width))
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
-        return _ops.resized_crop()(encoded, y, x, height, width, out_height, out_width, scale_num,
-                                   antialias, mode_code, strict, *limits, seek, contiguous,
-                                   memory)
-    return _C.decode_and_resized_crop_jpeg(
-        encoded, y, x, height, width, out_height, out_width, scale_num, antialias, mode_code,
-        strict, *limits, seek, contiguous=contiguous, max_memory=memory)
+    # The registered operator, which torch.compile traces; the kernel chooses the DCT scale
+    # (SCALE_AUTO), so no comparison of symbolic sizes in Python specializes the graph.
+    return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
+                             SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
+                             memory)
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:
@@ -455,8 +470,7 @@ def decode_and_crop_jpeg_batch(
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
-    scales = [] if size is None else [choose_scale(flat[4 * i + 2], flat[4 * i + 3], out_size)
-                                      for i in range(len(encoded))]
+    scales = [] if size is None else [SCALE_AUTO] * len(encoded)  # the kernel applies the rule
     # Every mode but "unchanged" knows its channel count before decoding, so
     # the threads write straight into the stacked result. torch.stack would
     # copy it once more on ATen's OpenMP threads, which then spin-wait on the

@@ -35,7 +35,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
 from ._decode import choose_scale
-from ._loader import native as _C
+from . import _native as _C
 
 if TYPE_CHECKING:
     from ._encoded_jpeg import EncodedJpeg

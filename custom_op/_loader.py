@@ -1,12 +1,18 @@
-"""Finding and loading custom_op's native extension, on first use.
+"""Finding, building and loading custom_op's native extension.
 
-``import custom_op`` loads nothing native: :data:`native` stands in for the
-module ``custom_op._C`` and loads it on the first attribute access, that is,
-on the first call that decodes. Pure-Python parts (datasets, transforms'
-construction) therefore import without a compiler or a build.
+The extension is one file, ``_C.abi3.so``: a module on CPython's limited API
+whose loading registers the operators (``torch.ops.custom_op._*``, on torch's
+stable ABI). ``import custom_op`` loads an existing build
+(:func:`load_existing_build`, a dlopen of a few milliseconds, no process); with
+none, nothing native is loaded until the first decode, which builds it
+(:func:`load_extension`). Pure-Python parts (datasets, transforms'
+construction) therefore import without a compiler or a build. This module
+imports nothing else of custom_op's but the build configuration: the
+operators' Python side (custom_op/_ops.py) sits above it.
 
-Where builds are looked for, by build key (see _build_config.build_key),
-first match wins:
+Builds are looked for by build key (see _build_config.build_key; for the
+module a wheel was installed with, the key its manifest gives, see
+custom_op/_shipped.py), first match wins:
 
 1. ``custom_op/_prebuilt/<key>/`` inside the package: what ``pip install``
    built (read-only; ``pip uninstall`` removes it with the package);
@@ -17,7 +23,9 @@ first match wins:
    An installed package never builds inside site-packages.
 
 With no build for the key, the extension is built into the build folder
-(custom_op/_build.py). Finding and loading a build starts no process.
+(custom_op/_build.py). Finding and loading a build starts no process. The key
+does not depend on torch's version (_build_config.build_key), so a build
+survives ``pip install -U torch``.
 """
 
 from __future__ import annotations
@@ -31,11 +39,8 @@ import sysconfig
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-import torch
-
-from . import _build_config
+from . import _build_config, _module_check, _shipped
 
 MODULE_NAME = "custom_op._C"
 #: Where ``pip install`` puts the module it builds, inside the package.
@@ -43,9 +48,15 @@ PREBUILT_DIR = _build_config.PACKAGE_DIR / "_prebuilt"
 
 
 def current_build_key() -> str:
-    """The build key of this environment: sources, torch and Python ABI, libjpeg prefix."""
-    return _build_config.build_key(torch.__version__, torch.version.git_version or "",
-                                   bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    """The build key of this environment: sources, flags, stable-ABI target, libjpeg prefix.
+
+    An installed wheel's module, when it runs on this torch, is this environment's
+    build: its key comes from the manifest (custom_op/_shipped.py).
+    """
+    shipped = _shipped.shipped_key()
+    if shipped is not None:
+        return shipped
+    return _build_config.build_key()
 
 
 def is_installed_package() -> bool:
@@ -74,7 +85,8 @@ def find_build(key: str, roots: list[Path] | None = None) -> Path | None:
     """The first existing build for ``key`` (see the module docstring), or None."""
     for root in roots if roots is not None else [PREBUILT_DIR, build_root()]:
         path = _build_config.module_path(root, key)
-        if path.exists():
+        # A damaged module (cut short, garbage) is removed and so not found, or raises.
+        if path.exists() and _module_check.usable_build(path, root, key):
             return path
     return None
 
@@ -102,12 +114,30 @@ def load_extension() -> ModuleType:
         return load_module(path, key)
 
 
+def load_existing_build() -> ModuleType | None:
+    """custom_op._C if it is loaded or a build for the current key exists (then loads it), else
+    None. Builds nothing and starts no process: ``import custom_op`` calls it.
+
+    Raises:
+        ImportError: the build found does not load (another key, a missing library).
+    """
+    with _load_lock:
+        loaded = sys.modules.get(MODULE_NAME)
+        if loaded is not None:
+            return loaded
+        key = current_build_key()
+        path = find_build(key)
+        return None if path is None else load_module(path, key)
+
+
 def load_module(path: Path, key: str) -> ModuleType:
     """Loads the module at ``path`` as custom_op._C, checking its build key.
 
     Raises:
         ImportError: the module was built for another key.
     """
+    import torch  # noqa: F401 - the module links against libtorch, which this import loads
+
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
@@ -117,32 +147,4 @@ def load_module(path: Path, key: str) -> ModuleType:
                           f"{getattr(module, 'build_key', None)!r}, expected {key!r} (this is a "
                           "bug in custom_op)")
     sys.modules[MODULE_NAME] = module
-    # Loading defined the registered operators (torch.ops.custom_op.*); torch.compile needs
-    # their fake kernels, which torch accepts only now that the operators exist.
-    from . import _ops
-
-    _ops.register_fake_kernels()
     return module
-
-
-class _LazyExtension:
-    """Stands in for custom_op._C; the first attribute access loads it.
-
-    After loading, the module's attributes are copied onto this object, so
-    later calls cost an ordinary attribute lookup.
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # copy, pickle and inspect probe these: do not load for them
-            raise AttributeError(name)
-        module = load_extension()
-        self.__dict__.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
-        return getattr(module, name)
-
-    def __repr__(self) -> str:
-        state = "loaded" if MODULE_NAME in sys.modules else "not loaded yet"
-        return f"<custom_op native extension ({state})>"
-
-
-#: custom_op._C, loaded on first use.
-native = _LazyExtension()

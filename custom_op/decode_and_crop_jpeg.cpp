@@ -1,47 +1,40 @@
-// The binding of custom_op: validates what Python hands over, reads the
-// header, allocates the output tensor, runs the torch-free core
-// (csrc/jpeg_decoder.h) with the GIL released, and turns a failed Status into
-// a Python exception. Argument parsing with friendly messages happens first in
-// custom_op/_decode.py; the checks here keep direct calls safe. The binding's
-// own parts live in binding/: the borrowed input bytes, the mapping of
-// failures to Python exceptions, the batch's threads.
+// The binding of custom_op: validates what the operators are handed, reads
+// the header, allocates the output tensor, runs the torch-free core
+// (csrc/jpeg_decoder.h) and turns a failed Status into a tagged exception
+// (binding/errors.h) that the Python layer gives its Python type back.
+// Argument parsing with friendly messages happens first in
+// custom_op/_decode.py; the checks here keep direct calls safe.
 //
-// Two front doors share the same code: the single-image decodes of a tensor
-// are PyTorch operators (TORCH_LIBRARY, torch.ops.custom_op.*), so that
-// torch.compile traces them, with fake kernels in custom_op/_ops.py; pybind11
-// serves what an operator schema cannot take (buffers such as bytes, the
-// batch's sequence of mixed inputs, prepare's bytes result).
-//
-// Only the few torch headers needed are included: torch/extension.h doubles
-// the compile time that every training job pays on a cold cache.
-#include <ATen/core/Tensor.h>
-#include <ATen/ops/_upsample_bilinear2d_aa.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/upsample_bilinear2d.h>
-#include <torch/csrc/utils/pybind.h>
-#include <torch/library.h>
-
-#include <algorithm>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "binding/encoded_bytes.h"
-#include "binding/loaded_libjpeg.h"
-#include "binding/python_errors.h"
+// Two ABIs, no C++ one: the operators (torch.ops.custom_op._*) are built on
+// torch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::Tensor, ATen
+// kernels called through the dispatcher by name), so one binary serves every
+// torch from TORCH_TARGET_VERSION on; the Python module that loading this
+// file creates is on CPython's limited API (binding/python_module.h), so it
+// serves every CPython from 3.9 on. Encoded bytes reach the operators as
+// tensors (custom_op/_native.py wraps bytes with torch.frombuffer), and torch
+// calls an operator with the GIL released, so the decodes run without it.
+// Neither pybind11 nor torch's C++ API is used.
+#include "binding/errors.h"
+#include "binding/python_module.h"
+#include "binding/stable_tensors.h"
 #include "binding/thread_pool.h"
 #include "csrc/grid_crop.h"
 #include "csrc/jpeg_decoder.h"
 #include "csrc/prepare.h"
+#include "csrc/scale_rule.h"
 
-namespace py = pybind11;
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
 
 namespace {
 
 custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
                                      int64_t max_memory, bool exact_edges, bool seek) {
   if (max_pixels < 1 || max_scans < 1 || max_memory < 1) {
-    throw py::value_error("max_pixels, max_scans and max_memory must be positive");
+    throw_value_error("max_pixels, max_scans and max_memory must be positive");
   }
   custom_op::DecodeOptions options;
   options.strict = strict;
@@ -55,7 +48,7 @@ custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t m
 
 custom_op::ColorMode to_mode(int64_t mode) {
   if (mode < 0 || mode > 2) {
-    throw py::value_error("mode must be 0 (rgb), 1 (gray) or 2 (unchanged), got " + std::to_string(mode));
+    throw_value_error("mode must be 0 (rgb), 1 (gray) or 2 (unchanged), got " + std::to_string(mode));
   }
   return static_cast<custom_op::ColorMode>(mode);
 }
@@ -78,52 +71,6 @@ custom_op::JpegInfo read_header_or_raise(const char* function, custom_op::JpegDe
   return info;
 }
 
-py::tuple jpeg_size(ByteSpan bytes) {
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
-  const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
-  return py::make_tuple(info.height, info.width, info.channels);
-}
-
-// The restart-segment grid decode_and_crop_jpeg seeks with, as
-// (interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None.
-py::object restart_geometry(ByteSpan bytes) {
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
-  read_header_or_raise("seekable", &decoder);
-  custom_op::restarts::ScanGeometry g;
-  if (!decoder.restart_geometry(&g)) {
-    return py::none();
-  }
-  return py::make_tuple(g.interval, g.mcus_per_row, g.mcu_rows, g.mcu_height, g.mcu_width);
-}
-
-// The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
-// was_progressive), with the GIL released while it runs.
-py::tuple prepare_jpeg(ByteSpan bytes, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
-                       int64_t max_memory) {
-  if (segment_width < 1) {
-    throw py::value_error("segment_width must be positive, got " + std::to_string(segment_width));
-  }
-  custom_op::PrepareOptions options;
-  options.limits = make_options(true, max_pixels, max_scans, max_memory, true, true).limits;
-  options.segment_width = segment_width;
-  std::vector<uint8_t> out;
-  custom_op::PrepareInfo info;
-  custom_op::Status status;
-  {
-    py::gil_scoped_release no_gil;
-    try {
-      status = custom_op::prepare_jpeg(bytes.data, bytes.size, options, &out, &info);
-    } catch (...) {
-      status = status_of_current_exception();
-    }
-  }
-  if (!status.ok()) {
-    raise_status("prepare_jpeg", status);
-  }
-  return py::make_tuple(py::bytes(reinterpret_cast<const char*>(out.data()), out.size()),
-                        info.restart_interval, info.was_progressive);
-}
-
 // What a resized decode needs besides the bytes and the window.
 struct ResizeRequest {
   int64_t out_height;
@@ -132,45 +79,22 @@ struct ResizeRequest {
   bool antialias;
 };
 
-// Checks the int64 values from Python before any of them is narrowed.
-ResizeRequest make_resize(int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias) {
-  if (scale_num < 1 || scale_num > 8 || out_height < 1 || out_width < 1 || out_height > 65535 ||
-      out_width > 65535) {
-    throw py::value_error("scale_num must be 1..8 and the output size 1..65535, got scale_num=" +
-                          std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
-                          std::to_string(out_width));
+// Checks the int64 values before any of them is narrowed; kScaleAuto
+// chooses the scale by the one rule (csrc/scale_rule.h).
+ResizeRequest make_resize(const custom_op::Window& window, int64_t out_height, int64_t out_width,
+                          int64_t scale_num, bool antialias) {
+  if (scale_num < custom_op::kScaleAuto || scale_num > 8 || out_height < 1 || out_width < 1 ||
+      out_height > 65535 || out_width > 65535) {
+    throw_value_error("scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got scale_num=" +
+                      std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
+                      std::to_string(out_width));
   }
-  return ResizeRequest{out_height, out_width, static_cast<int>(scale_num), antialias};
-}
-
-// A new [channels, height, width] tensor: contiguous CHW for
-// PixelOrder::kPlanar, else a view of contiguous HWC memory, which is what
-// torchvision's decode_jpeg returns and what libjpeg writes.
-at::Tensor new_output(int64_t channels, int64_t height, int64_t width, custom_op::PixelOrder order) {
-  if (order == custom_op::PixelOrder::kPlanar) {
-    return empty_bytes({channels, height, width});
-  }
-  return empty_bytes({height, width, channels}).permute({2, 0, 1});
-}
-
-// The tensor a decode writes its [channels, height, width] result to: `into`
-// when the caller preallocated it (a slice of the batch's stacked output, in
-// `order`, so that no stacking copy follows), else a new one.
-at::Tensor output_tensor(const at::Tensor& into, int64_t channels, int64_t height, int64_t width,
-                         custom_op::PixelOrder order) {
-  return into.defined() ? into : new_output(channels, height, width, order);
-}
-
-// Resizes the [1, C, H, W] `input` into `output` (of the requested size)
-// with the very ATen kernel that torchvision's resize(antialias=...) runs on
-// uint8 CPU tensors.
-void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::Tensor output) {
-  const std::vector<int64_t> size{resize.out_height, resize.out_width};
-  if (resize.antialias) {
-    at::_upsample_bilinear2d_aa_out(output, input, size, /*align_corners=*/false);
-  } else {
-    at::upsample_bilinear2d_out(output, input, size, /*align_corners=*/false);
-  }
+  const int scale = scale_num == custom_op::kScaleAuto
+                        ? custom_op::choose_scale_num(static_cast<double>(window.height),
+                                                      static_cast<double>(window.width), out_height,
+                                                      out_width, antialias)
+                        : static_cast<int>(scale_num);
+  return ResizeRequest{out_height, out_width, scale, antialias};
 }
 
 // The resize of a colour window, on libjpeg's RGBX rows. ATen's uint8 kernel
@@ -183,21 +107,26 @@ void resize_with_aten(const at::Tensor& input, const ResizeRequest& resize, at::
 // channel is dropped.
 custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                               custom_op::ColorMode mode, const ResizeRequest& resize,
-                              custom_op::PixelOrder order, const at::Tensor& target) {
+                              custom_op::PixelOrder order, const Tensor& target) {
   const custom_op::Status within_limits = decoder->reserve_memory(
       4 * (window.height * window.width + resize.out_height * resize.out_width));
   if (!within_limits.ok()) {
     return within_limits;
   }
-  const at::Tensor rows = empty_bytes({1, window.height, window.width, 4});
-  custom_op::Status status = decoder->decode_rgbx(window, mode, rows.data_ptr<uint8_t>());
+  const Tensor rows = empty_bytes({1, window.height, window.width, 4});
+  custom_op::Status status = decoder->decode_rgbx(window, mode, bytes_of(rows));
   if (!status.ok()) {
     return status;
   }
-  const at::Tensor resized = empty_bytes({1, resize.out_height, resize.out_width, 4});
-  resize_with_aten(rows.permute({0, 3, 1, 2}), resize, resized.permute({0, 3, 1, 2}));
-  const uint8_t* pixels = resized.data_ptr<uint8_t>();
-  uint8_t* out = target.data_ptr<uint8_t>();
+  Tensor resized = resize_with_aten(torch::stable::permute(rows, {0, 3, 1, 2}), resize.out_height,
+                                    resize.out_width, resize.antialias);
+  if (!is_channels_last(resized)) {  // ATen keeps channels_last today; copy if it ever does not
+    Tensor packed = torch::stable::permute(empty_bytes({1, resize.out_height, resize.out_width, 4}), {0, 3, 1, 2});
+    torch::stable::copy_(packed, resized);
+    resized = packed;
+  }
+  const uint8_t* pixels = bytes_of(resized);
+  uint8_t* out = bytes_of(target);
   const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
   const size_t row_step = order == custom_op::PixelOrder::kPlanar ? resize.out_width : resize.out_width * 3;
   for (int64_t row = 0; row < resize.out_height; ++row) {
@@ -216,7 +145,7 @@ custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::
 custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
                                      custom_op::ColorMode mode, int64_t channels,
                                      const ResizeRequest& resize, custom_op::PixelOrder order,
-                                     const at::Tensor& into, at::Tensor* out) {
+                                     const std::optional<Tensor>& into, Tensor* out) {
   // torchvision returns the input itself for an identity resize.
   const bool identity = resize.out_height == window.height && resize.out_width == window.width;
   if (!identity && decoder->has_rgbx_rows(mode)) {
@@ -229,28 +158,29 @@ custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const cust
       return within_limits;
     }
   }
-  at::Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
-                             : new_output(channels, window.height, window.width, order);
-  custom_op::Status status = decoder->decode(window, mode, crop.data_ptr<uint8_t>(), order);
+  const Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
+                               : new_output(channels, window.height, window.width, order);
+  custom_op::Status status = decoder->decode(window, mode, bytes_of(crop), order);
   if (!status.ok() || identity) {
     *out = crop;
     return status;
   }
   *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
-  resize_with_aten(crop.unsqueeze(0), resize, out->unsqueeze(0));
+  Tensor target = torch::stable::unsqueeze(*out, 0);
+  torch::stable::copy_(target, resize_with_aten(torch::stable::unsqueeze(crop, 0), resize.out_height,
+                                                resize.out_width, resize.antialias));
   return status;
 }
 
 // Header, window check, allocation and decode of one image: the exact crop,
-// or with `resize` the resized one, written to `into` if it is defined (the
+// or with `resize` the resized one, written to `into` if it has a value (the
 // caller checked its shape). With `box` (and a reduced scale), the output
 // covers that box of the window (see JpegDecoder::decode_resized). Never
-// throws, and needs no GIL, so the single calls and the batch's threads all
-// run it.
+// throws, so the single calls and the batch's threads all run it.
 custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
                              custom_op::ColorMode mode, custom_op::PixelOrder order,
                              const custom_op::Window& window, const ResizeRequest* resize,
-                             const at::Tensor& into, at::Tensor* out,
+                             const std::optional<Tensor>& into, Tensor* out,
                              const custom_op::BoxInWindow* box = nullptr) {
   try {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
@@ -266,9 +196,9 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     const int64_t channels = custom_op::output_channels(info, mode);
     if (resize == nullptr) {
       *out = new_output(channels, window.height, window.width, order);
-      return decoder.decode(window, mode, out->data_ptr<uint8_t>(), order);
+      return decoder.decode(window, mode, bytes_of(*out), order);
     }
-    if (into.defined() && into.size(0) != channels) {
+    if (into.has_value() && into->size(0) != channels) {
       return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
                                "the stacked output has the wrong channel count (this is a bug in custom_op)"};
     }
@@ -283,43 +213,95 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
     return decoder.decode_resized(window, mode, resize->scale_num,
                                   static_cast<int>(resize->out_height),
                                   static_cast<int>(resize->out_width), resize->antialias,
-                                  out->data_ptr<uint8_t>(), order, box);
-  } catch (...) {  // Report, never unwind into a batch thread or through the GIL release.
+                                  bytes_of(*out), order, box);
+  } catch (...) {  // Report, never unwind into a batch thread.
     return status_of_current_exception();
   }
 }
 
-custom_op::PixelOrder pixel_order(bool contiguous) {
-  return contiguous ? custom_op::PixelOrder::kPlanar : custom_op::PixelOrder::kInterleaved;
+// One image: the result, or the failure raised with `function`'s name.
+Tensor decode_single(const char* function, const Tensor& data, const custom_op::Window& window,
+                     int64_t mode, const custom_op::DecodeOptions& options,
+                     const ResizeRequest* resize, bool contiguous,
+                     const custom_op::BoxInWindow* box = nullptr) {
+  const ByteSpan bytes = span_of_tensor(data);
+  Tensor out;
+  const custom_op::Status status = decode_one(bytes, options, to_mode(mode), pixel_order(contiguous),
+                                              window, resize, std::nullopt, &out, box);
+  if (!status.ok()) {
+    raise_status(function, status);
+  }
+  return out;
+}
+
+// The operators' kernels, in the order of the schemas in STABLE_TORCH_LIBRARY
+// below. torch calls them with the GIL released.
+
+Tensor crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode,
+                   bool strict, int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges,
+                   bool contiguous, int64_t max_memory) {
+  return decode_single("decode_and_crop_jpeg", data, {y, x, h, w}, mode,
+                       make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
+                       /*resize=*/nullptr, contiguous);
+}
+
+Tensor resized_crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
+                           int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias,
+                           int64_t mode, bool strict, int64_t max_pixels, int64_t max_scans,
+                           bool seek, bool contiguous, int64_t max_memory) {
+  const char* function = "decode_and_resized_crop_jpeg";
+  const custom_op::Window window{y, x, h, w};
+  const ResizeRequest request = make_resize(window, out_height, out_width, scale_num, antialias);
+  return decode_single(function, data, window, mode,
+                       make_options(strict, max_pixels, max_scans, max_memory, true, seek), &request,
+                       contiguous);
+}
+
+Tensor box_resized_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
+                          std::vector<double> box, int64_t out_height, int64_t out_width,
+                          int64_t scale_num, bool antialias, int64_t mode, bool strict,
+                          int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous,
+                          int64_t max_memory) {
+  const char* function = "decode_box_resized";
+  const custom_op::Window window{y, x, h, w};
+  const ResizeRequest request = make_resize(window, out_height, out_width, scale_num, antialias);
+  if (box.size() != 4 || request.scale_num == 8) {
+    throw_value_error("box must hold 4 numbers and scale_num be below 8");
+  }
+  const custom_op::BoxInWindow in_window{box[0], box[1], box[2], box[3]};
+  return decode_single(function, data, window, mode,
+                       make_options(strict, max_pixels, max_scans, max_memory, true, seek), &request,
+                       contiguous, &in_window);
 }
 
 // The rectangle `crop.rect` of the image resized to crop's grid, exactly as
-// ATen resizes (csrc/grid_crop.h), with the GIL released.
-at::Tensor decode_grid_crop(ByteSpan bytes, const custom_op::GridCrop& crop, int64_t mode,
-                            const custom_op::DecodeOptions& options, bool contiguous) {
+// ATen resizes (csrc/grid_crop.h).
+Tensor grid_crop_kernel(Tensor data, int64_t grid_height, int64_t grid_width, int64_t y, int64_t x,
+                        int64_t h, int64_t w, bool antialias, int64_t mode, bool strict,
+                        int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous,
+                        int64_t max_memory) {
+  const ByteSpan bytes = span_of_tensor(data);
+  const custom_op::GridCrop crop{grid_height, grid_width, {y, x, h, w}, antialias};
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::PixelOrder order = pixel_order(contiguous);
-  at::Tensor out;
+  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, max_memory, true, seek);
+  Tensor out;
   custom_op::Status status;
-  {
-    py::gil_scoped_release no_gil;
-    try {
-      custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
-      custom_op::JpegInfo info;
-      status = decoder.read_header(&info);
-      if (status.ok() && !custom_op::grid_crop_fits(crop)) {
-        status = custom_op::Status{custom_op::StatusCode::kInvalidArgument,
-                                   "the rectangle does not fit in its resize grid"};
-      }
-      if (status.ok()) {
-        out = new_output(custom_op::output_channels(info, color_mode), crop.rect.height,
-                         crop.rect.width, order);
-        status = custom_op::decode_grid_crop(&decoder, info, crop, color_mode, order,
-                                             out.data_ptr<uint8_t>());
-      }
-    } catch (...) {
-      status = status_of_current_exception();
+  try {
+    custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
+    custom_op::JpegInfo info;
+    status = decoder.read_header(&info);
+    if (status.ok() && !custom_op::grid_crop_fits(crop)) {
+      status = custom_op::Status{custom_op::StatusCode::kInvalidArgument,
+                                 "the rectangle does not fit in its resize grid"};
     }
+    if (status.ok()) {
+      out = new_output(custom_op::output_channels(info, color_mode), crop.rect.height,
+                       crop.rect.width, pixel_order(contiguous));
+      status = custom_op::decode_grid_crop(&decoder, info, crop, color_mode, pixel_order(contiguous),
+                                           bytes_of(out));
+    }
+  } catch (...) {
+    status = status_of_current_exception();
   }
   if (!status.ok()) {
     raise_status("decode_grid_crop", status);
@@ -327,262 +309,149 @@ at::Tensor decode_grid_crop(ByteSpan bytes, const custom_op::GridCrop& crop, int
   return out;
 }
 
-// One image, with the GIL released while it decodes.
-at::Tensor decode_single(const char* function, ByteSpan bytes, const custom_op::Window& window,
-                         int64_t mode, const custom_op::DecodeOptions& options,
-                         const ResizeRequest* resize, bool contiguous) {
-  const custom_op::ColorMode color_mode = to_mode(mode);
-  at::Tensor out;
-  custom_op::Status status;
-  {
-    const GilReleased no_gil;
-    status = decode_one(bytes, options, color_mode, pixel_order(contiguous), window, resize,
-                        /*into=*/at::Tensor(), &out);
-  }
-  if (!status.ok()) {
-    raise_status(function, status);
-  }
-  return out;
-}
-
-// The per-image [C, H, W] views of the batch's preallocated N x C x H x W
-// output (contiguous, or channels_last for interleaved pixels), or undefined
-// tensors when there is none.
-std::vector<at::Tensor> slices_of(const std::optional<at::Tensor>& stacked, size_t count,
-                                  int64_t out_height, int64_t out_width, custom_op::PixelOrder order) {
-  std::vector<at::Tensor> slices(count);
-  if (!stacked.has_value()) {
-    return slices;
-  }
-  const at::Tensor& out = *stacked;
-  const at::MemoryFormat format = order == custom_op::PixelOrder::kPlanar
-                                       ? at::MemoryFormat::Contiguous
-                                       : at::MemoryFormat::ChannelsLast;
-  const bool fits = out.scalar_type() == at::kByte && out.device().is_cpu() && out.is_contiguous(format) &&
-                    out.dim() == 4 && out.size(0) == static_cast<int64_t>(count) &&
-                    out.size(2) == out_height && out.size(3) == out_width;
-  if (!fits || out_height < 1) {
-    throw py::value_error("out must be a uint8 N x C x size tensor in the requested memory format (this is a bug in custom_op)");
-  }
-  for (size_t i = 0; i < count; ++i) {
-    slices[i] = out.select(0, static_cast<int64_t>(i));
-  }
-  return slices;
-}
-
 // With `out` (and a size), every result is written into its slice of `out`:
-// a stacked batch needs no copy after the decode.
-std::vector<at::Tensor> decode_batch(const py::sequence& datas, const std::vector<int64_t>& boxes,
-                                     const std::vector<int64_t>& scale_nums, int64_t out_height,
-                                     int64_t out_width, int64_t mode, bool antialias,
-                                     bool strict, int64_t max_pixels, int64_t max_scans,
-                                     int64_t num_threads, bool seek,
-                                     const std::optional<at::Tensor>& out, bool contiguous,
-                                     int64_t max_memory) {
+// a stacked batch needs no copy after the decode. Scale numerators may be
+// kScaleAuto.
+std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t> boxes,
+                                 std::vector<int64_t> scale_nums, int64_t out_height,
+                                 int64_t out_width, int64_t mode, bool antialias, bool strict,
+                                 int64_t max_pixels, int64_t max_scans, int64_t num_threads,
+                                 bool seek, std::optional<Tensor> out, bool contiguous,
+                                 int64_t max_memory) {
+  const char* function = "decode_and_crop_jpeg_batch";
   const size_t count = datas.size();
   const bool resize = out_height > 0;
   if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
-    throw py::value_error("boxes must hold 4 numbers per image (this is a bug in custom_op)");
+    throw_value_error("boxes must hold 4 numbers per image (this is a bug in custom_op)");
   }
+  std::vector<custom_op::Window> windows;
   std::vector<ResizeRequest> requests;
-  for (size_t i = 0; resize && i < count; ++i) {
-    requests.push_back(make_resize(out_height, out_width, scale_nums[i], antialias));
+  std::vector<ByteSpan> inputs;
+  for (size_t i = 0; i < count; ++i) {
+    windows.push_back({boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]});
+    if (resize) {
+      requests.push_back(make_resize(windows[i], out_height, out_width, scale_nums[i], antialias));
+    }
+    inputs.push_back(span_of_tensor(datas[i]));
   }
   const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options =
-      make_options(strict, max_pixels, max_scans, max_memory, true, seek);
-  const std::vector<BorrowedBytes> inputs = borrow_all(datas);
+  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, max_memory, true, seek);
   const custom_op::PixelOrder order = pixel_order(contiguous);
-  const std::vector<at::Tensor> slices = slices_of(out, count, out_height, out_width, order);
-  std::vector<at::Tensor> outputs(count);
+  const std::vector<std::optional<Tensor>> slices = slices_of(out, count, out_height, out_width, order);
+  std::vector<Tensor> outputs(count);
   std::vector<custom_op::Status> statuses(count);
-  {
-    py::gil_scoped_release no_gil;
-    run_in_parallel(count, num_threads, [&](size_t i) {
-      const custom_op::Window window{boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]};
-      statuses[i] = decode_one(inputs[i].span(), options, color_mode, order, window,
-                               resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
-    });
-  }
+  run_in_parallel(count, num_threads, [&](size_t i) {
+    statuses[i] = decode_one(inputs[i], options, color_mode, order, windows[i],
+                             resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
+  });
   for (size_t i = 0; i < count; ++i) {
     if (!statuses[i].ok()) {
-      raise_status("decode_and_crop_jpeg_batch", statuses[i], "image " + std::to_string(i) + ": ");
+      raise_status(function, statuses[i], "image " + std::to_string(i) + ": ");
     }
   }
   return outputs;
 }
 
-// The entry points that take the encoded bytes, for one kind of input: a
-// tensor or any object with the buffer protocol (bytes, numpy, ...).
-template <typename Data>
-void def_single_image_functions(py::module_& m) {
-  m.def("jpeg_size", [](const Data& data) {
-    const BorrowedBytes bytes(data);
-    return jpeg_size(bytes.span());
-  });
-  // exact_edges=False exists only for the tests that show why it is the default.
-  m.def(
-      "decode_and_crop_jpeg",
-      [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode, bool strict,
-         int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges, bool contiguous,
-         int64_t max_memory) {
-        const BorrowedBytes bytes(data);
-        return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                             make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
-                             /*resize=*/nullptr, contiguous);
-      },
-      py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
-      py::arg("crop_width"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-      py::arg("max_scans"), py::arg("seek") = true, py::arg("exact_edges") = true,
-      py::arg("contiguous") = false, py::arg("max_memory") = custom_op::Limits{}.max_memory);
-  m.def("decode_and_resized_crop_jpeg",
-        [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t out_height,
-           int64_t out_width, int64_t scale_num, bool antialias, int64_t mode, bool strict,
-           int64_t max_pixels, int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
-          const BorrowedBytes bytes(data);
-          const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
-          return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                               make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                               &request, contiguous);
-        },
-        py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
-        py::arg("crop_width"), py::arg("out_height"), py::arg("out_width"), py::arg("scale_num"),
-        py::arg("antialias"), py::arg("mode"), py::arg("strict"), py::arg("max_pixels"),
-        py::arg("max_scans"), py::arg("seek") = true, py::arg("contiguous") = false,
-        py::arg("max_memory") = custom_op::Limits{}.max_memory);
-  m.def("decode_box_resized",
-        [](const Data& data, int64_t y, int64_t x, int64_t h, int64_t w,
-           const std::vector<double>& box, int64_t out_height, int64_t out_width,
-           int64_t scale_num, bool antialias, int64_t mode, bool strict, int64_t max_pixels,
-           int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
-          const BorrowedBytes bytes(data);
-          const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
-          if (box.size() != 4 || scale_num == 8) {
-            throw py::value_error("box must hold 4 numbers and scale_num be below 8");
-          }
-          const custom_op::BoxInWindow in_window{box[0], box[1], box[2], box[3]};
-          const custom_op::DecodeOptions options =
-              make_options(strict, max_pixels, max_scans, max_memory, true, seek);
-          const custom_op::ColorMode color_mode = to_mode(mode);
-          at::Tensor out;
-          custom_op::Status status;
-          {
-            py::gil_scoped_release no_gil;
-            status = decode_one(bytes.span(), options, color_mode, pixel_order(contiguous),
-                                {y, x, h, w}, &request, at::Tensor(), &out, &in_window);
-          }
-          if (!status.ok()) {
-            raise_status("decode_box_resized", status);
-          }
-          return out;
-        },
-        py::arg("data"), py::arg("crop_y"), py::arg("crop_x"), py::arg("crop_height"),
-        py::arg("crop_width"), py::arg("box"), py::arg("out_height"), py::arg("out_width"),
-        py::arg("scale_num"), py::arg("antialias"), py::arg("mode"), py::arg("strict"),
-        py::arg("max_pixels"), py::arg("max_scans"), py::arg("seek"), py::arg("contiguous"),
-        py::arg("max_memory"));
-  m.def("decode_grid_crop",
-        [](const Data& data, int64_t grid_height, int64_t grid_width, int64_t y, int64_t x,
-           int64_t h, int64_t w, bool antialias, int64_t mode, bool strict, int64_t max_pixels,
-           int64_t max_scans, bool seek, bool contiguous, int64_t max_memory) {
-          const BorrowedBytes bytes(data);
-          const custom_op::GridCrop crop{grid_height, grid_width, {y, x, h, w}, antialias};
-          return decode_grid_crop(bytes.span(), crop, mode,
-                                  make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                                  contiguous);
-        },
-        py::arg("data"), py::arg("grid_height"), py::arg("grid_width"), py::arg("crop_y"),
-        py::arg("crop_x"), py::arg("crop_height"), py::arg("crop_width"), py::arg("antialias"),
-        py::arg("mode"), py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"),
-        py::arg("seek"), py::arg("contiguous"), py::arg("max_memory"));
-  m.def("restart_geometry", [](const Data& data) {
-    const BorrowedBytes bytes(data);
-    return restart_geometry(bytes.span());
-  });
-  m.def("prepare_jpeg",
-        [](const Data& data, int64_t max_pixels, int64_t max_scans, int64_t segment_width,
-           int64_t max_memory) {
-          const BorrowedBytes bytes(data);
-          return prepare_jpeg(bytes.span(), max_pixels, max_scans, segment_width, max_memory);
-        },
-        py::arg("data"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("segment_width"),
-        py::arg("max_memory") = custom_op::Limits{}.max_memory);
+// (height, width, channels) from the header.
+std::vector<int64_t> jpeg_size_kernel(Tensor data) {
+  const ByteSpan bytes = span_of_tensor(data);
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
+  return {info.height, info.width, info.channels};
 }
 
-// The registered operators' kernels: the same decodes as the pybind11
-// functions of a tensor, in the order of the schemas in TORCH_LIBRARY below.
-// BorrowedBytes checks the data tensor and holds its storage.
-at::Tensor crop_operator(const at::Tensor& data, int64_t y, int64_t x, int64_t h, int64_t w,
-                         int64_t mode, bool strict, int64_t max_pixels, int64_t max_scans,
-                         bool seek, bool contiguous, int64_t max_memory) {
-  const BorrowedBytes bytes(data);
-  return decode_single("decode_and_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                       /*resize=*/nullptr, contiguous);
+// The restart-segment grid decode_and_crop_jpeg seeks with, as
+// [interval, mcus_per_row, mcu_rows, mcu_height, mcu_width], or [] for none.
+std::vector<int64_t> restart_geometry_kernel(Tensor data) {
+  const ByteSpan bytes = span_of_tensor(data);
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  read_header_or_raise("seekable", &decoder);
+  custom_op::restarts::ScanGeometry g;
+  if (!decoder.restart_geometry(&g)) {
+    return {};
+  }
+  return {g.interval, g.mcus_per_row, g.mcu_rows, g.mcu_height, g.mcu_width};
 }
 
-at::Tensor resized_crop_operator(const at::Tensor& data, int64_t y, int64_t x, int64_t h,
-                                 int64_t w, int64_t out_height, int64_t out_width,
-                                 int64_t scale_num, bool antialias, int64_t mode, bool strict,
-                                 int64_t max_pixels, int64_t max_scans, bool seek,
-                                 bool contiguous, int64_t max_memory) {
-  const BorrowedBytes bytes(data);
-  const ResizeRequest request = make_resize(out_height, out_width, scale_num, antialias);
-  return decode_single("decode_and_resized_crop_jpeg", bytes.span(), {y, x, h, w}, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                       &request, contiguous);
+// The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
+// was_progressive); custom_op/_native.py turns the uint8 tensor into bytes.
+std::tuple<Tensor, int64_t, bool> prepare_kernel(Tensor data, int64_t max_pixels, int64_t max_scans,
+                                                 int64_t segment_width, int64_t max_memory) {
+  if (segment_width < 1) {
+    throw_value_error("segment_width must be positive, got " + std::to_string(segment_width));
+  }
+  const ByteSpan bytes = span_of_tensor(data);
+  custom_op::PrepareOptions options;
+  options.limits = make_options(true, max_pixels, max_scans, max_memory, true, true).limits;
+  options.segment_width = segment_width;
+  std::vector<uint8_t> prepared;
+  custom_op::PrepareInfo info;
+  custom_op::Status status;
+  try {
+    status = custom_op::prepare_jpeg(bytes.data, bytes.size, options, &prepared, &info);
+  } catch (...) {
+    status = status_of_current_exception();
+  }
+  if (!status.ok()) {
+    raise_status("prepare_jpeg", status);
+  }
+  const Tensor out = empty_bytes({static_cast<int64_t>(prepared.size())});
+  std::copy(prepared.begin(), prepared.end(), bytes_of(out));
+  return {out, info.restart_interval, info.was_progressive};
+}
+
+std::vector<int64_t> intra_op_threads_kernel(int64_t num_threads) {
+  return intra_op_threads_in_batch(num_threads);
 }
 
 }  // namespace
 
-// The window and output sizes are SymInts, so that torch.compile keeps them
-// symbolic (one graph for every random window) instead of recompiling per
-// value; the kernels see them as plain ints. `mode`, the flags and limits
-// are ints and bools, constant per call site.
-TORCH_LIBRARY(custom_op, m) {
-  // The fake kernels, which give torch.compile the output's shape and strides
-  // without decoding, are registered from Python by this module.
-  m.set_python_module("custom_op._ops");
-  m.def(
-      "decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
-      "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
-      "bool contiguous, int max_memory) -> Tensor");
-  m.def(
-      "decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
-      "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
-      "int scale_num, bool antialias, int mode, bool strict, int max_pixels, int max_scans, "
-      "bool seek, bool contiguous, int max_memory) -> Tensor");
+// The operators the Python layer calls (custom_op/_native.py) and wraps
+// (custom_op/_ops.py defines the public torch.ops.custom_op.decode_and_crop_jpeg
+// and decode_and_resized_crop_jpeg over the first two, translating the
+// tagged errors). The window and output sizes are SymInts, so that
+// torch.compile keeps them symbolic (one graph for every random window);
+// the kernels see them as plain ints. A scale_num of 0 means "choose by
+// the rule" (csrc/scale_rule.h), so no choice in Python specializes a graph.
+STABLE_TORCH_LIBRARY(custom_op, m) {
+  m.def("_decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
+        "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
+        "bool exact_edges, bool contiguous, int max_memory) -> Tensor");
+  m.def("_decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
+        "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
+        "int scale_num, bool antialias, int mode, bool strict, int max_pixels, int max_scans, "
+        "bool seek, bool contiguous, int max_memory) -> Tensor");
+  m.def("_decode_box_resized(Tensor data, int crop_y, int crop_x, int crop_height, int crop_width, "
+        "float[] box, int out_height, int out_width, int scale_num, bool antialias, int mode, "
+        "bool strict, int max_pixels, int max_scans, bool seek, bool contiguous, int max_memory) "
+        "-> Tensor");
+  m.def("_decode_grid_crop(Tensor data, int grid_height, int grid_width, int crop_y, int crop_x, "
+        "int crop_height, int crop_width, bool antialias, int mode, bool strict, int max_pixels, "
+        "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor");
+  m.def("_decode_batch(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
+        "int out_width, int mode, bool antialias, bool strict, int max_pixels, int max_scans, "
+        "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory) -> Tensor[]");
+  m.def("_jpeg_size(Tensor data) -> int[]");
+  m.def("_restart_geometry(Tensor data) -> int[]");
+  m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
+        "int max_memory) -> (Tensor, int, bool)");
+  m.def("_intra_op_threads_in_batch(int num_threads) -> int[]");
 }
 
-TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
-  m.impl("decode_and_crop_jpeg", &crop_operator);
-  m.impl("decode_and_resized_crop_jpeg", &resized_crop_operator);
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
+  m.impl("_decode_and_crop_jpeg", TORCH_BOX(&crop_kernel));
+  m.impl("_decode_and_resized_crop_jpeg", TORCH_BOX(&resized_crop_kernel));
+  m.impl("_decode_box_resized", TORCH_BOX(&box_resized_kernel));
+  m.impl("_decode_grid_crop", TORCH_BOX(&grid_crop_kernel));
+  m.impl("_decode_batch", TORCH_BOX(&batch_kernel));
+  m.impl("_jpeg_size", TORCH_BOX(&jpeg_size_kernel));
+  m.impl("_restart_geometry", TORCH_BOX(&restart_geometry_kernel));
+  m.impl("_prepare_jpeg", TORCH_BOX(&prepare_kernel));
 }
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "custom_op's native core; use the functions of the custom_op package instead.";
-  // Bad data raises the Python class defined in custom_op/_errors.py, so that
-  // it pickles by a stable name across DataLoader worker processes.
-  jpeg_decode_error_class =
-      py::object(py::module_::import("custom_op._errors").attr("JpegDecodeError")).release().ptr();
-
-  // The library loaded, when its file tells; else the headers' version.
-  m.def("libjpeg_version", [] {
-    const std::string& loaded = custom_op::binding::loaded_libjpeg_version();
-    return loaded.empty() ? std::string(custom_op::libjpeg_turbo_version()) : loaded;
-  });
-  m.def("libjpeg_crop_width_fault", &custom_op::libjpeg_crop_width_fault);
-  m.attr("build_key") = CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY);
-
-  // Tensors first: pybind11 tries overloads in order, and a tensor does not
-  // offer the buffer protocol.
-  def_single_image_functions<at::Tensor>(m);
-  def_single_image_functions<py::buffer>(m);
-  m.def("decode_batch", &decode_batch, py::arg("datas"), py::arg("boxes"), py::arg("scale_nums"),
-        py::arg("out_height"), py::arg("out_width"), py::arg("mode"), py::arg("antialias"),
-        py::arg("strict"), py::arg("max_pixels"), py::arg("max_scans"), py::arg("num_threads"),
-        py::arg("seek") = true, py::arg("out") = py::none(), py::arg("contiguous") = false,
-        py::arg("max_memory") = custom_op::Limits{}.max_memory);
-  m.attr("DEFAULT_MAX_MEMORY") = custom_op::Limits{}.max_memory;
-  m.def("_intra_op_threads_in_batch", &intra_op_threads_in_batch, py::arg("num_threads"));
+// No tensor argument to dispatch on: the thread probe is CompositeExplicitAutograd.
+STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+  m.impl("_intra_op_threads_in_batch", TORCH_BOX(&intra_op_threads_kernel));
 }
+
+PyMODINIT_FUNC PyInit__C() { return create_module(CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY)); }

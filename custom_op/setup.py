@@ -16,7 +16,6 @@ import os
 import sys
 from pathlib import Path
 
-import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -33,8 +32,7 @@ def _load_by_path(name: str):
 
 config = _load_by_path("_build_config")
 diagnosis = _load_by_path("_build_diagnosis")
-key = config.build_key(torch.__version__, torch.version.git_version or "",
-                       bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+key = config.build_key()
 try:
     arguments = config.extension_arguments(key)
 except config.JpegPrefixError as error:

@@ -12,11 +12,14 @@ against train.py's own parser; the job hands them to train.py as
 ``--name value``.
 
 The job's source_dir is a staging folder holding train.py, requirements.txt
-and the custom_op package's sources (.py, .cpp, csrc/*.h; no build products):
-the training container builds custom_op's native extension on first use,
-against the container's own PyTorch (or finds the build an image carries,
-see docs/install.md). A temporary staging folder is removed when launch.py
-ends (the SDK has uploaded it by then).
+and custom_op's wheel (the one `make wheel` put in dist/, or ``--wheel``),
+which requirements.txt names: the container pip-installs it before train.py
+starts, native module included, so the job needs no compiler, no libjpeg
+headers and builds nothing (sagemaker/job_wheel.py checks first that the
+wheel runs on the image's torch and Python). ``--from-source`` stages the
+package's sources instead (.py, .cpp, csrc/*.h), for an image that carries a
+build or can compile one (docs/install.md). A temporary staging folder is
+removed when launch.py ends (the SDK has uploaded it by then).
 
 Distribution: with more than one GPU in all (instance count x GPUs per
 instance), torchrun starts train.py, one rank per GPU on each instance. With
@@ -51,8 +54,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PACKAGE = REPO / "custom_op"
 #: What launch.py puts in source_dir next to the custom_op package: name in the job -> file here.
-TRAINING_FILES = {"train.py": HERE / "train.py", "requirements.txt": HERE / "requirements.txt",
-                  "jpeg_headers.py": HERE / "jpeg_headers.py"}
+TRAINING_FILES = {"train.py": HERE / "train.py", "requirements.txt": HERE / "requirements.txt"}
 
 #: GPUs per instance of common SageMaker training instance types.
 GPUS_PER_INSTANCE = {
@@ -117,6 +119,13 @@ def add_job_options(parser: argparse.ArgumentParser, *, base_job_name: str,
                         help="time limit of the job in seconds (default 14400)")
     parser.add_argument("--volume-size", type=int, default=volume_size,
                         help=f"EBS volume per instance in GB (default {volume_size})")
+    parser.add_argument("--wheel", default=None, metavar="PATH",
+                        help="custom_op's wheel to install in the job (default: the one in "
+                             "dist/, made by `make wheel`)")
+    parser.add_argument("--from-source", action="store_true",
+                        help="stage custom_op's sources instead of the wheel: the job then "
+                             "builds the extension at its start, which needs a compiler and "
+                             "libjpeg-turbo's headers in the image (or a build it carries)")
     parser.add_argument("--source-dir", default=None,
                         help="staging folder to assemble the job's source_dir in, kept "
                              "afterwards (default: a temporary folder, removed at the end); one "
@@ -227,31 +236,37 @@ def package_files() -> list[Path]:
     return files
 
 
-def staged_source_dir(target: str | None, files: dict[str, Path] = TRAINING_FILES
-                      ) -> contextlib.AbstractContextManager[Path]:
+def staged_source_dir(target: str | None, files: dict[str, Path] = TRAINING_FILES,
+                      wheel: Path | None = None) -> contextlib.AbstractContextManager[Path]:
     """The job's source_dir, assembled: kept if named, else temporary (removed on exit)."""
     if target is not None:
         return contextlib.nullcontext(stage_source_dir(Path(target).expanduser().resolve(),
-                                                       files))
-    return _temporary_source_dir(files)
+                                                       files, wheel))
+    return _temporary_source_dir(files, wheel)
 
 
 @contextlib.contextmanager
-def _temporary_source_dir(files: dict[str, Path]) -> Iterator[Path]:
+def _temporary_source_dir(files: dict[str, Path], wheel: Path | None) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="custom_op-sagemaker-source-") as folder:
-        yield stage_source_dir(Path(folder), files)
+        yield stage_source_dir(Path(folder), files, wheel)
 
 
-def stage_source_dir(root: Path, files: dict[str, Path] = TRAINING_FILES) -> Path:
-    """Copies ``files`` (name in the job -> file) and custom_op's sources into ``root``."""
+def stage_source_dir(root: Path, files: dict[str, Path] = TRAINING_FILES,
+                     wheel: Path | None = None) -> Path:
+    """Copies ``files`` (name in the job -> file) into ``root``, then custom_op's wheel (named in
+    requirements.txt) or, without one, its sources."""
     if root.exists() and any(root.iterdir()):
-        if not {p.name for p in root.iterdir()} <= set(files) | {"custom_op"}:
+        ours = {p.name for p in root.iterdir() if p.suffix != ".whl"}
+        if not ours <= set(files) | {"custom_op"}:
             raise SystemExit(f"launch.py: --source-dir {root} holds files launch.py did not "
                              f"put there; give a new or empty folder")
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     for name, source in files.items():
         shutil.copy2(source, root / name)
+    if wheel is not None:
+        load_sibling("job_wheel").stage(wheel, root)
+        return root
     for relative in package_files():
         destination = root / "custom_op" / relative
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -319,6 +334,31 @@ def main(argv: list[str] | None = None) -> None:
              announce=reason)
 
 
+def job_wheel(args: argparse.Namespace, default_image: tuple[str, str]) -> Path | None:
+    """The wheel to stage (None with --from-source), checked against the job's image.
+
+    A missing or mismatched wheel stops a launch; --dry-run and --no-submit
+    only warn, so that a job can be checked on a machine that has not built one.
+    """
+    if args.from_source:
+        return None
+    wheels = load_sibling("job_wheel")
+    wheel = wheels.find_wheel(args.wheel)
+    problem = "no custom_op wheel in dist/: run `make wheel` (docs/install.md) or pass --wheel"
+    if wheel is not None:
+        problem = "" if args.image_uri else wheels.image_problem(
+            wheel, args.framework_version or default_image[0],
+            args.py_version or default_image[1])
+    if problem:
+        prog = Path(sys.argv[0]).name
+        advice = ("; choose an image it runs on (--framework-version, --py-version, "
+                  "--image-uri), or --from-source")
+        if not (args.dry_run or args.no_submit):
+            raise SystemExit(f"{prog}: {problem}{advice}")
+        print(f"{prog}: warning: {problem}{advice}; a real launch stops here", file=sys.stderr)
+    return wheel
+
+
 def run_plan(args: argparse.Namespace, kind: str, files: dict[str, Path], make_plan,
              dry_run_fields: dict, announce: str) -> None:
     """Stages source_dir, plans the job, then prints it (--dry-run), builds it with the SDK
@@ -329,13 +369,15 @@ def run_plan(args: argparse.Namespace, kind: str, files: dict[str, Path], make_p
     """
     sdk_jobs = load_sibling("sdk_jobs")  # It imports the SDK only to build a job.
     sdk = sdk_jobs.JOB_CLASSES[kind][3] if args.dry_run else sdk_jobs.installed_sdk(kind)
-    with staged_source_dir(args.source_dir, files) as source_dir:
+    wheel = job_wheel(args, sdk.DEFAULT_IMAGE)
+    with staged_source_dir(args.source_dir, files, wheel) as source_dir:
         plan = make_plan(source_dir, sdk.DEFAULT_IMAGE)
         if args.dry_run:
             print(json.dumps({
                 "job": plan,
                 "wait": args.wait,
                 **dry_run_fields,
+                "custom_op": wheel.name if wheel else "sources (built in the job)",
                 "source_dir_kept": args.source_dir is not None,
                 "source_dir_files": listed_files(source_dir),
             }, indent=2))

@@ -20,10 +20,11 @@ with ``ProcessingInput``/``ProcessingS3Input`` and
 ``PyTorchProcessor`` when v2 is what is installed; sagemaker/sdk_jobs.py does
 that. The image is the SageMaker PyTorch image the training launcher uses
 (CPU or GPU variant by instance type), or ``--image-uri``. Its source_dir
-holds prepare_job.py, a requirements.txt (tqdm, which prepare imports) and
-custom_op's sources; the job builds the extension at its start, or finds the
-build an image carries (docs/install.md). The options shared with launch.py
-(image, role, limits, staging, --dry-run, --no-submit) work the same way.
+holds prepare_job.py, a requirements.txt (tqdm, which prepare imports, and
+custom_op's wheel) and the wheel, which the container installs before the
+job starts: nothing is compiled or apt-get installed in the job. The options
+shared with launch.py (image, role, limits, staging, --wheel, --from-source,
+--dry-run, --no-submit) work the same way.
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ if str(HERE) not in sys.path:
 import launch  # noqa: E402  (sagemaker/launch.py: the options, staging and flow it shares)
 #: What the job's source_dir holds next to the custom_op package: name in the job -> file here.
 PROCESSING_FILES = {"prepare_job.py": HERE / "prepare_job.py",
-                    "requirements.txt": HERE / "requirements-prepare.txt",
-                    "jpeg_headers.py": HERE / "jpeg_headers.py"}
+                    "requirements.txt": HERE / "requirements-prepare.txt"}
 #: Where the job sees its share of the shards and where it writes (see prepare_job.py).
 INPUT_PATH = "/opt/ml/processing/input/data"
 OUTPUT_PATH = "/opt/ml/processing/output/data"
@@ -65,9 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verify", action="store_true",
                         help="prepare --verify: decode every input and output in full and "
                              "require equal pixels (two extra full decodes per file)")
-    parser.add_argument("--install-jpeg-headers", action="store_true",
-                        help="the job apt-gets libjpeg-turbo's headers first if the image lacks "
-                             "them (needs internet access from the job)")
     # An instance holds its share twice (the shards and their prepared copies).
     launch.add_job_options(parser, base_job_name="custom-op-prepare", volume_size=100)
     return parser
@@ -92,8 +89,6 @@ def job_arguments(args: argparse.Namespace) -> list[str]:
     arguments = ["--workers", str(args.workers)] if args.workers is not None else []
     if args.verify:
         arguments.append("--verify")
-    if args.install_jpeg_headers:
-        arguments.append("--install-jpeg-headers")
     return arguments
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The SageMaker Processing job's entry point: prepares this instance's share of the shards.
 
-    python prepare_job.py [--workers N] [--verify] [--install-jpeg-headers]
+    python prepare_job.py [--workers N] [--verify]
 
 Each instance of the job (started by launch_prepare.py) finds its share of
 the input's S3 objects in /opt/ml/processing/input/data (``ShardedByS3Key``:
@@ -10,12 +10,12 @@ every object goes to one instance), and whatever it writes to
 the job ends; the instances' outputs meet there, at the same relative paths
 as their inputs. The steps:
 
-1. (``--install-jpeg-headers``) apt-get libjpeg-turbo's headers if missing;
-2. ``python -m custom_op.build``: build custom_op's extension against the
-   image's torch, or find the build an image carries (CUSTOM_OP_BUILD_DIR)
-   and check that it loads and decodes; a failure stops the job here, once,
-   with the reason, rather than in every worker of step 3;
-3. ``python -m custom_op.prepare INPUT OUTPUT --quiet`` with ``--workers``
+1. ``python -m custom_op.build``: find custom_op's native module (the one
+   the wheel installed before the job started, which builds nothing; with
+   launch_prepare.py --from-source, a build the image carries or one made
+   now) and check that it loads and decodes; a failure stops the job here,
+   once, with the reason, rather than in every worker of step 2;
+2. ``python -m custom_op.prepare INPUT OUTPUT --quiet`` with ``--workers``
    and ``--verify``: its summary goes to the job's log, its exit status is the
    job's (1 fails the job: a shard refused or a file that failed verification).
 
@@ -23,8 +23,8 @@ The data sits one level below /opt/ml/processing/input because the SDK
 mounts the job's code at /opt/ml/processing/input/code (and its launcher
 script at .../entrypoint): prepare would otherwise walk and copy them.
 ``--input`` and ``--output`` change the folders, for a local run
-(simulate_processing.py). custom_op is found next to this file, as the job's
-source_dir holds it.
+(simulate_processing.py). custom_op is the installed wheel, or found next to
+this file when source_dir holds its sources (--from-source).
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prepare's worker processes (default: prepare's own, the CPU count)")
     parser.add_argument("--verify", action="store_true",
                         help="decode every input and output in full and require equal pixels")
-    parser.add_argument("--install-jpeg-headers", action="store_true",
-                        help="apt-get libjpeg-turbo's headers first if they are missing")
     return parser
 
 
@@ -97,11 +95,6 @@ def main(argv: list[str] | None = None) -> int:
             f"there?)")
         return 2
     log(f"{instance_name()}: {share(source)} in {source}")
-    if args.install_jpeg_headers:
-        sys.path.insert(0, str(HERE))
-        from jpeg_headers import install_jpeg_headers
-
-        install_jpeg_headers(log)
     env = custom_op_env()
     build = subprocess.run([sys.executable, "-m", "custom_op.build"], env=env)
     if build.returncode != 0:

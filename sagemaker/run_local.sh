@@ -2,8 +2,10 @@
 # Runs sagemaker/train.py on this machine the way a SageMaker training job with
 # distribution={"torch_distributed": {"enabled": True}} runs it: torchrun starts
 # NPROC ranks, the SM_* variables point at local folders laid out like
-# /opt/ml, and custom_op's build folder starts empty, so the JIT build happens
-# on first use inside the job, as in a fresh training container.
+# /opt/ml, and custom_op's build folder starts empty, as in a fresh training
+# container. With WHEEL, custom_op comes from its wheel, installed first as the
+# job's requirements.txt installs it, and nothing is built; without, from this
+# checkout's sources, built on first use inside the job (launch.py --from-source).
 #
 #   sagemaker/run_local.sh [train.py hyperparameters ...]     (or: make sagemaker-local)
 #
@@ -22,6 +24,9 @@
 #               own empty build folder, and the job trains on the union of the instances'
 #               outputs (its s3-output folder, copied into the channel as SageMaker downloads
 #               an S3 prefix)
+#   WHEEL       a custom_op wheel (make wheel; it must run on $PY's torch): installed into
+#               a venv in the work folder that sees $PY's packages but not the checkout's
+#               custom_op (the container's image + requirements.txt); the job runs there
 # Uses CPUs (gloo) here; on a GPU machine train.py picks nccl.
 set -euo pipefail
 
@@ -76,8 +81,28 @@ export SM_NUM_CPUS="$(nproc 2>/dev/null || echo 1)"
 export CUSTOM_OP_BUILD_DIR="$WORK_DIR/custom_op_build"
 rm -rf "$CUSTOM_OP_BUILD_DIR"
 mkdir -p "$CUSTOM_OP_BUILD_DIR"
-# In the real job custom_op sits next to train.py in source_dir; here, at the repo root.
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+if [ -n "${WHEEL:-}" ]; then
+  # The image's packages, as links, without this checkout's editable custom_op.
+  SITE="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  mkdir -p "$WORK_DIR/image-packages"
+  for entry in "$SITE"/*; do
+    case "$(basename "$entry")" in
+      custom_op*|__editable__*|*.pth) ;;
+      *) ln -sfn "$entry" "$WORK_DIR/image-packages/$(basename "$entry")" ;;
+    esac
+  done
+  "$PY" -m venv --without-pip "$WORK_DIR/job-venv"
+  JOB_SITE="$("$WORK_DIR/job-venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  echo "$WORK_DIR/image-packages" > "$JOB_SITE/_image_packages.pth"
+  echo "run_local.sh: installing $WHEEL (the job's requirements.txt)"
+  installing=$(date +%s.%N)
+  "$PY" -m pip --python "$WORK_DIR/job-venv/bin/python" install -q --no-index --no-deps "$WHEEL"
+  echo "run_local.sh: installed in $(awk "BEGIN { printf \"%.1f\", $(date +%s.%N) - $installing }") s"
+  PY="$WORK_DIR/job-venv/bin/python"
+else
+  # In a --from-source job custom_op sits next to train.py in source_dir; here, at the repo root.
+  export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 echo "run_local.sh: work folder $WORK_DIR"
 # Without PREPARE the dataset is the channel; with it, the Processing job's input.
@@ -102,3 +127,5 @@ started=$(date +%s)
   ${TRAIN_ARGS[@]+"${TRAIN_ARGS[@]}"} "$@"
 echo "run_local.sh: the job took $(( $(date +%s) - started )) s; model: $SM_MODEL_DIR/model.pth," \
   "metrics: $SM_OUTPUT_DATA_DIR/metrics.json: $KEPT"
+built="$(find "$CUSTOM_OP_BUILD_DIR" -name '_C*.so' | wc -l)"
+echo "run_local.sh: modules built in the job: $built"

@@ -20,18 +20,23 @@
 #                             its processing/ subfolder) puts the job's folders (default: a
 #                             new temporary folder, removed afterwards)
 # SAGEMAKER_PROCESSING_ARGS - simulate_processing.py options, e.g. "--instances 3 --images 96"
+# SAGEMAKER_WHEEL           - sagemaker-local runs the job from this custom_op wheel, installed
+#                             first as the job's requirements.txt installs it (e.g.
+#                             SAGEMAKER_WHEEL=$(ls dist/*.whl) after make wheel): nothing is built
 
 PY ?= .venv/bin/python
 SAGEMAKER_LOCAL_ARGS ?=
 SAGEMAKER_LAUNCH_ARGS ?=
 SAGEMAKER_WORK_DIR ?=
 SAGEMAKER_PROCESSING_ARGS ?=
+SAGEMAKER_WHEEL ?=
 
 .PHONY: sagemaker-local sagemaker-local-shards sagemaker-at-scale-local sagemaker-dry-run \
 	sagemaker-processing-local
 
 sagemaker-local: deps
-	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
+	PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" WHEEL="$(SAGEMAKER_WHEEL)" \
+		bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)
 
 sagemaker-local-shards: deps
 	DATA_FORMAT=webdataset PY="$(PY)" WORK_DIR="$(SAGEMAKER_WORK_DIR)" bash sagemaker/run_local.sh $(SAGEMAKER_LOCAL_ARGS)

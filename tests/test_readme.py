@@ -65,6 +65,10 @@ def check_pip(words: list[str], tmp_path: Path) -> None:
         # The tested pair: what make test and make bench install on x86-64.
         assert f"TORCH_PINS ?= {' '.join(words[2:])}\n" in makefile_text()
         return
+    if words[1:] == ["install", "dist/custom_op-*.whl"]:
+        # What `make wheel` writes (checked by check_make); tests/test_wheel.py installs it.
+        assert "-w dist build/wheel-raw/custom_op-*.whl" in makefile_text()
+        return
     assert tuple(words[1:-1]) == README_PIP_INSTALL and words[-1] == ".", words
 
 

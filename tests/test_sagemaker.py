@@ -238,7 +238,7 @@ def dry_run_config(tmp_path: Path, *arguments: str) -> dict:
 
 
 def test_dry_run_stages_custom_op_sources(tmp_path):
-    config = dry_run_config(tmp_path)
+    config = dry_run_config(tmp_path, "--from-source")
     files = config["source_dir_files"]
     for name in ("train.py", "requirements.txt", "custom_op/__init__.py", "custom_op/setup.py",
                  "custom_op/decode_and_crop_jpeg.cpp", "custom_op/csrc/jpeg_decoder.h"):
@@ -253,13 +253,13 @@ def test_dry_run_stages_custom_op_sources(tmp_path):
     assert config["source_dir_kept"] is True
     assert job["image"]["framework"] == "pytorch" and job["image"]["py_version"].startswith("py3")
     # A second run replaces its own staging folder.
-    assert dry_run_config(tmp_path)["source_dir_files"] == files
+    assert dry_run_config(tmp_path, "--from-source")["source_dir_files"] == files
 
 
 def test_dry_run_leaves_no_temporary_folder(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    done = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train",
+    done = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train", "--from-source",
                            TMPDIR=str(scratch))
     assert done.returncode == 0, done.stderr
     config = json.loads(done.stdout)
@@ -274,7 +274,8 @@ def test_dry_run_warns_without_train_channel(tmp_path):
     assert done.returncode == 0
     assert json.loads(done.stdout)["job"]["inputs"] == {"train": None}
     assert "warning: no --train-s3" in done.stderr and "'train' channel" in done.stderr
-    with_channel = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train")
+    with_channel = dry_run_process(tmp_path, "--train-s3", "s3://example-bucket/train",
+                                   "--from-source")  # no warning about dist/'s wheel either
     assert with_channel.returncode == 0 and "warning" not in with_channel.stderr
 
 

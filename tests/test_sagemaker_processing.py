@@ -75,8 +75,8 @@ def test_dry_run_plans_a_sharded_job_on_each_instance(tmp_path):
 
 
 def test_dry_run_stages_the_entry_point_and_custom_op(tmp_path):
-    files = dry_run_config(tmp_path)["source_dir_files"]
-    for name in ("prepare_job.py", "requirements.txt", "jpeg_headers.py", "custom_op/build.py",
+    files = dry_run_config(tmp_path, "--from-source")["source_dir_files"]
+    for name in ("prepare_job.py", "requirements.txt", "custom_op/build.py",
                  "custom_op/prepare/cli.py", "custom_op/decode_and_crop_jpeg.cpp"):
         assert name in files, files
     assert "train.py" not in files
@@ -85,10 +85,10 @@ def test_dry_run_stages_the_entry_point_and_custom_op(tmp_path):
 
 
 def test_dry_run_passes_prepare_options_and_image(tmp_path):
-    job = dry_run_config(tmp_path, "--workers", "15", "--verify", "--install-jpeg-headers",
+    job = dry_run_config(tmp_path, "--workers", "15", "--verify",
                          "--image-uri", "example.com/custom_op:1", "--env",
                          "CUSTOM_OP_BUILD_DIR=/opt/custom_op_build", "--volume-size", "60")["job"]
-    assert job["arguments"] == ["--workers", "15", "--verify", "--install-jpeg-headers"]
+    assert job["arguments"] == ["--workers", "15", "--verify"]
     assert job["image"] == {"uri": "example.com/custom_op:1"}
     assert job["environment"] == {"CUSTOM_OP_BUILD_DIR": "/opt/custom_op_build"}
     assert job["volume_size_in_gb"] == 60

@@ -5,8 +5,7 @@
 // translation unit, hence the anonymous namespace.
 #pragma once
 
-#include <ATen/Parallel.h>
-#include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <atomic>
@@ -15,8 +14,6 @@
 #include <system_error>
 #include <thread>
 #include <vector>
-
-namespace py = pybind11;
 
 // OpenMP's per-thread team size, from the runtime that libtorch loads. Weak:
 // a torch built without OpenMP has none, and then no team to bound.
@@ -40,7 +37,7 @@ class OneIntraOpThread {
     }
     // ATen initialises a thread's setting on its first parallel call, from
     // the global one: let it do so now, or it would overwrite ours later.
-    at::get_num_threads();
+    torch::stable::get_num_threads();
     previous_ = omp_get_max_threads();
     omp_set_num_threads(1);
   }
@@ -83,12 +80,12 @@ void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
   }
 }
 
-// For the tests: at::get_num_threads() as each of `num_threads` batch
+// For the tests: torch.get_num_threads() as each of `num_threads` batch
 // threads sees it while working (ATen sizes its OpenMP teams by it).
 std::vector<int64_t> intra_op_threads_in_batch(int64_t num_threads) {
   std::vector<int64_t> seen(static_cast<size_t>(std::max<int64_t>(num_threads, 1)) * 4);
-  py::gil_scoped_release no_gil;
-  run_in_parallel(seen.size(), num_threads, [&](size_t i) { seen[i] = at::get_num_threads(); });
+  run_in_parallel(seen.size(), num_threads,
+                  [&](size_t i) { seen[i] = static_cast<int64_t>(torch::stable::get_num_threads()); });
   return seen;
 }
 

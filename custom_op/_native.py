@@ -1,0 +1,187 @@
+"""The native core's functions, as the rest of custom_op calls them.
+
+The extension (custom_op/decode_and_crop_jpeg.cpp) offers operators on
+torch's stable ABI, which take tensors, and a small limited-API module
+(``custom_op._C``: the build key, the libjpeg-turbo version, the scale rule).
+This module is the one place that bridges them to what the decode functions,
+the torchvision kernels and prepare hand over:
+
+- encoded bytes of any buffer (bytes, bytearray, memoryview, numpy) become a
+  uint8 tensor over the same memory (``torch.frombuffer``, no copy; the
+  memoryview stays referenced by the tensor, so a bytearray cannot be resized
+  under the decode);
+- a tagged RuntimeError from an operator becomes its Python type
+  (custom_op/_errors.py);
+- results come back as the types callers expect (tuples, bytes, None).
+
+The operators are called through ``torch.ops``, which releases the GIL while
+the kernel runs (tests/test_decode.py checks that two threads decode at once).
+The first call loads the extension (building it in a cold source checkout).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Optional, Sequence, Union
+
+import torch
+
+from . import _loader
+from ._errors import translate
+
+#: The core's default max_memory (csrc/limits.h), for this module's defaults. The module's
+#: DEFAULT_MAX_MEMORY and build_key attributes are the native module's own (__getattr__).
+_DEFAULT_MAX_MEMORY = 256 << 20
+
+Buffer = Union[torch.Tensor, bytes, bytearray, memoryview]
+
+with warnings.catch_warnings():
+    # torch.frombuffer warns once per process that a read-only buffer (bytes) gives a tensor
+    # that could write to it; the decodes only read. Spend that one warning here, silenced,
+    # rather than on a user's first decode.
+    warnings.simplefilter("ignore")
+    torch.frombuffer(b"\xff", dtype=torch.uint8)
+
+
+def _load_existing_build() -> None:
+    """Loads the extension at import when a build exists (milliseconds, no process), so that its
+    operators are registered; a cold checkout builds on the first decode instead, and a build
+    that does not load raises its ImportError there, not in ``import custom_op``."""
+    try:
+        _loader.load_existing_build()
+    except ImportError:
+        pass
+
+
+_load_existing_build()
+
+
+def as_tensor(data: Buffer) -> torch.Tensor:
+    """``data`` as a 1-D uint8 tensor over the same memory (tensors pass through)."""
+    if isinstance(data, torch.Tensor):
+        return data
+    view = data if isinstance(data, memoryview) else memoryview(data)
+    if view.nbytes == 0:
+        return torch.empty(0, dtype=torch.uint8)
+    return torch.frombuffer(view, dtype=torch.uint8)
+
+
+def ops() -> torch._ops._OpNamespace:
+    """``torch.ops.custom_op``, the extension loaded (built in a cold checkout)."""
+    if _loader.MODULE_NAME not in sys.modules:
+        _loader.load_extension()
+    return torch.ops.custom_op
+
+
+def module():
+    """The limited-API module custom_op._C, loaded (built in a cold checkout)."""
+    return sys.modules.get(_loader.MODULE_NAME) or _loader.load_extension()
+
+
+def call(name: str, *args):
+    """Calls the operator ``torch.ops.custom_op.<name>``, its errors given their Python types."""
+    operator = getattr(ops(), name).default
+    try:
+        return operator(*args)
+    except RuntimeError as error:
+        raise translate(error) from None
+
+
+def jpeg_size(data: Buffer) -> tuple[int, int, int]:
+    return tuple(call("_jpeg_size", as_tensor(data)))
+
+
+def restart_geometry(data: Buffer) -> Optional[tuple[int, int, int, int, int]]:
+    """(interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None without restarts."""
+    geometry = call("_restart_geometry", as_tensor(data))
+    return tuple(geometry) if geometry else None
+
+
+def decode_and_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_height: int,
+                         crop_width: int, mode: int, strict: bool, max_pixels: int,
+                         max_scans: int, seek: bool = True, exact_edges: bool = True,
+                         contiguous: bool = False,
+                         max_memory: int = _DEFAULT_MAX_MEMORY) -> torch.Tensor:
+    return call("_decode_and_crop_jpeg", as_tensor(data), crop_y, crop_x, crop_height,
+                crop_width, mode, strict, max_pixels, max_scans, seek, exact_edges, contiguous,
+                max_memory)
+
+
+def decode_and_resized_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_height: int,
+                                 crop_width: int, out_height: int, out_width: int,
+                                 scale_num: int, antialias: bool, mode: int, strict: bool,
+                                 max_pixels: int, max_scans: int, seek: bool = True,
+                                 contiguous: bool = False,
+                                 max_memory: int = _DEFAULT_MAX_MEMORY) -> torch.Tensor:
+    """As the operator; ``scale_num`` 0 lets the kernel choose by the scale rule."""
+    return call("_decode_and_resized_crop_jpeg", as_tensor(data), crop_y, crop_x, crop_height,
+                crop_width, out_height, out_width, scale_num, antialias, mode, strict,
+                max_pixels, max_scans, seek, contiguous, max_memory)
+
+
+def decode_box_resized(data: Buffer, crop_y: int, crop_x: int, crop_height: int,
+                       crop_width: int, box: Sequence[float], out_height: int, out_width: int,
+                       scale_num: int, antialias: bool, mode: int, strict: bool,
+                       max_pixels: int, max_scans: int, seek: bool, contiguous: bool,
+                       max_memory: int) -> torch.Tensor:
+    return call("_decode_box_resized", as_tensor(data), crop_y, crop_x, crop_height, crop_width,
+                [float(v) for v in box], out_height, out_width, scale_num, antialias, mode,
+                strict, max_pixels, max_scans, seek, contiguous, max_memory)
+
+
+def decode_grid_crop(data: Buffer, grid_height: int, grid_width: int, crop_y: int, crop_x: int,
+                     crop_height: int, crop_width: int, antialias: bool, mode: int, strict: bool,
+                     max_pixels: int, max_scans: int, seek: bool, contiguous: bool,
+                     max_memory: int) -> torch.Tensor:
+    return call("_decode_grid_crop", as_tensor(data), grid_height, grid_width, crop_y, crop_x,
+                crop_height, crop_width, antialias, mode, strict, max_pixels, max_scans, seek,
+                contiguous, max_memory)
+
+
+def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequence[int],
+                 out_height: int, out_width: int, mode: int, antialias: bool, strict: bool,
+                 max_pixels: int, max_scans: int, num_threads: int, seek: bool = True,
+                 out: Optional[torch.Tensor] = None, contiguous: bool = False,
+                 max_memory: int = _DEFAULT_MAX_MEMORY) -> list[torch.Tensor]:
+    """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses)."""
+    tensors = [as_tensor(data) for data in datas]
+    if not tensors and out is None:  # no tensor for the dispatcher to dispatch on: nothing to do
+        return []
+    return call("_decode_batch", tensors, list(boxes), list(scale_nums), out_height, out_width,
+                mode, antialias, strict, max_pixels, max_scans, num_threads, seek, out,
+                contiguous, max_memory)
+
+
+def prepare_jpeg(data: Buffer, max_pixels: int, max_scans: int, segment_width: int,
+                 max_memory: int = _DEFAULT_MAX_MEMORY) -> tuple[bytes, int, bool]:
+    """(the prepared file's bytes, its restart interval, whether the input was progressive)."""
+    prepared, interval, was_progressive = call("_prepare_jpeg", as_tensor(data), max_pixels,
+                                               max_scans, segment_width, max_memory)
+    return prepared.numpy().tobytes(), interval, was_progressive
+
+
+def choose_scale(crop_height: float, crop_width: float, out_height: int, out_width: int,
+                 antialias: bool) -> int:
+    """The DCT scale numerator by the one rule (csrc/scale_rule.h)."""
+    return module().choose_scale(float(crop_height), float(crop_width), out_height, out_width,
+                                 bool(antialias))
+
+
+def libjpeg_version() -> str:
+    return module().libjpeg_version()
+
+
+def libjpeg_crop_width_fault() -> bool:
+    return module().libjpeg_crop_width_fault()
+
+
+def __getattr__(name: str):
+    """DEFAULT_MAX_MEMORY and build_key, read from the native module (loading it)."""
+    if name in ("DEFAULT_MAX_MEMORY", "build_key"):
+        return getattr(module(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _intra_op_threads_in_batch(num_threads: int) -> list[int]:
+    return call("_intra_op_threads_in_batch", num_threads)
