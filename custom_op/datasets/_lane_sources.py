@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._encoded_jpeg import DecodeOptions
 from .._errors import JpegDecodeError
 from ._batch_lane import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
@@ -114,8 +114,8 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
         name = f"{sample.get('__url__', '<tar>')}: member {sample['__key__']}.{image_key}"
         label = int(sample[label_key]) if label_key in sample else None
         try:
-            image = EncodedJpeg.with_options(bytearray(sample[image_key]),
-                                             options or DecodeOptions(), source=name)
+            # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
+            image = hf_image(sample[image_key], options or DecodeOptions(), source=name)
             lane_samples.append(LaneSample(image, label, name))
         except JpegDecodeError as error:
             lane_samples.append(LaneSample(None, label, name, error))
