@@ -35,23 +35,27 @@ class LaneBatches(Dataset):
     is ``lane(indices)``. For a DataLoader with a batch sampler as ``sampler`` and
     ``batch_size=None``."""
 
-    def __init__(self, lane: BatchLane) -> None:
+    def __init__(self, lane: BatchLane, with_indices: bool = False) -> None:
         if lane.pin_memory:
             raise ValueError("lane_dataloader: give pin_memory to the DataLoader, not to the "
                              "BatchLane (workers must not pin; the DataLoader pins in the main "
                              "process)")
-        self.lane = lane
+        self.lane, self.with_indices = lane, with_indices
 
     def __len__(self) -> int:
         return len(self.lane)
 
-    def __getitem__(self, indices: Sequence[int]) -> tuple[torch.Tensor, Any]:
-        return self.lane(indices)
+    def __getitem__(self, indices: Sequence[int]) -> tuple[Any, ...]:
+        images, labels = self.lane(indices)
+        if self.with_indices:
+            return images, labels, torch.tensor(list(indices), dtype=torch.int64)
+        return images, labels
 
 
 def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
                     num_workers: int = 2, pin_memory: bool = False,
-                    persistent_workers: bool = False, **loader_options: Any) -> DataLoader:
+                    persistent_workers: bool = False, with_indices: bool = False,
+                    **loader_options: Any) -> DataLoader:
     """A ``torch.utils.data.DataLoader`` that yields the lane's batches.
 
     Args:
@@ -61,13 +65,15 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
             ``DistributedSampler`` for torchrun's ranks (call its
             ``set_epoch`` before each epoch, as with any DataLoader).
         num_workers, pin_memory, persistent_workers: the DataLoader's.
+        with_indices: also yield each batch's dataset indices (int64 [B]),
+            e.g. to record what each rank trained on.
         loader_options: any other DataLoader argument (``prefetch_factor``,
             ``worker_init_fn``, ``generator``, ...), but not ``batch_size``,
             ``sampler``, ``batch_sampler`` or ``collate_fn``, which this sets.
 
     Returns:
         A DataLoader yielding ``(images, labels)``: uint8 ``[B, C, H, W]``
-        and int64 ``[B]``.
+        and int64 ``[B]`` (and the indices with ``with_indices``).
 
     Raises:
         ValueError: the lane pins memory, or ``loader_options`` sets what
@@ -82,7 +88,7 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
     if taken:
         raise ValueError(f"lane_dataloader: {', '.join(taken)} cannot be given: the lane makes "
                          "whole batches (batch_size=None, the batch sampler as sampler)")
-    return DataLoader(LaneBatches(lane), batch_size=None, sampler=batch_sampler,
+    return DataLoader(LaneBatches(lane, with_indices), batch_size=None, sampler=batch_sampler,
                       num_workers=num_workers, pin_memory=pin_memory,
                       persistent_workers=persistent_workers and num_workers > 0,
                       **loader_options)
