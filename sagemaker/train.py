@@ -20,15 +20,11 @@ Started by torchrun (``WORLD_SIZE`` > 1, as SageMaker's ``torch_distributed``
 launcher does), it trains with DistributedDataParallel (gloo on CPU, nccl on
 GPU) and a DistributedSampler; otherwise as one plain process.
 
-The data goes through custom_op's batch lane (custom_op.datasets.BatchLane,
-docs/batch_lane.md): each DataLoader worker decodes whole batches of
-RandomResizedCrop(--crop-size) windows in one native call, from a JpegFolder
-(a DistributedSampler's batches) or from tar shards (custom_op.datasets.
-shard_loader: webdataset split by rank and worker, reshuffled every epoch,
-the same number of steps on every rank). Batches stay uint8 until the device
-(custom_op.transforms.NormalizeBatch). ``import custom_op`` builds the native
-extension the first time it runs on a machine (every job: a fresh container);
-all ranks import it at once, one builds under a file lock, the others wait.
+Data goes through custom_op's batch lane (docs/batch_lane.md): DataLoader
+workers decode whole batches of RandomResizedCrop(--crop-size) windows in one
+native call, from a JpegFolder (a DistributedSampler's batches) or tar shards
+(custom_op.datasets.shard_loader), uint8 until the device. ``import custom_op``
+builds the extension on a cold machine: one rank builds, the others wait.
 
 Examples::
 
@@ -50,10 +46,8 @@ HERE = Path(__file__).resolve().parent
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 
 
-# --------------------------------------------------------------------------
-# Arguments. No torch here: launch.py imports this module to check the
+# Arguments. No torch at module level: launch.py imports this module to check the
 # hyperparameters it is given, and a bad channel folder must fail fast.
-# --------------------------------------------------------------------------
 
 def _env_path(name: str, default: str) -> str:
     return os.environ.get(name) or default
@@ -147,9 +141,7 @@ _WHERE = ("Point SM_CHANNEL_TRAIN (set by SageMaker for the 'train' channel; def
           "<folder>/<class>/<image>.jpg.")
 
 
-# --------------------------------------------------------------------------
-# Data and model. torch is imported inside functions (see above).
-# --------------------------------------------------------------------------
+# Data and model (torch is imported inside functions, see above).
 
 #: Per-channel mean and standard deviation the model's input is normalised with, on the device.
 NORMALIZE_MEAN = (0.5, 0.5, 0.5)
@@ -251,9 +243,7 @@ def build_model(num_classes: int, width: int = 32):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, num_classes))
 
 
-# --------------------------------------------------------------------------
-# The job
-# --------------------------------------------------------------------------
+# The job.
 
 class Ranks:
     """Where this process sits: torchrun's environment, or a plain run."""
@@ -296,10 +286,9 @@ def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
     ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
                    f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
                    f"crop_size={args.crop_size} seed={args.seed}")
-    ranks.log_main(f"SageMaker: SM_CURRENT_HOST={os.environ.get('SM_CURRENT_HOST', '-')} "
-                   f"SM_HOSTS={os.environ.get('SM_HOSTS', '-')} "
-                   f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
-                   f"world size {ranks.world_size}")
+    hosts = " ".join(f"{name}={os.environ.get(name, '-')}"
+                     for name in ("SM_CURRENT_HOST", "SM_HOSTS", "SM_NUM_GPUS"))
+    ranks.log_main(f"SageMaker: {hosts}; world size {ranks.world_size}")
     where = f"{len(dataset.urls)} shards in " if args.data_format == "webdataset" else ""
     counted = ("" if args.data_format != "webdataset" else " (scanned)" if dataset.scanned
                else " (from --dataset-size and --num-classes)")
@@ -418,18 +407,16 @@ class Trainer:
             dist.all_reduce(totals, op=dist.ReduceOp.SUM)
             dist.all_reduce(longest, op=dist.ReduceOp.MAX)
         all_images, all_steps, all_wait, all_loss = totals.tolist()
-        seconds = longest.item()
-        rank_steps = all_steps / ranks.world_size
-        return {
-            "epoch": epoch + 1,
-            "steps": int(rank_steps),
-            "images": int(all_images),
-            "seconds": round(seconds, 4),
-            "images_per_second": round(all_images / seconds, 2) if seconds > 0 else None,
-            "step_time_seconds": round(seconds / rank_steps, 4) if rank_steps else None,
-            "data_wait_seconds": round(all_wait / all_steps, 4) if all_steps else None,
-            "loss": round(all_loss / all_steps, 4) if all_steps else None,
-        }
+        seconds, rank_steps = longest.item(), all_steps / ranks.world_size
+
+        def ratio(numerator: float, denominator: float, digits: int):
+            return round(numerator / denominator, digits) if denominator > 0 else None
+
+        return {"epoch": epoch + 1, "steps": int(rank_steps), "images": int(all_images),
+                "seconds": round(seconds, 4), "images_per_second": ratio(all_images, seconds, 2),
+                "step_time_seconds": ratio(seconds, rank_steps, 4),
+                "data_wait_seconds": ratio(all_wait, all_steps, 4),
+                "loss": ratio(all_loss, all_steps, 4)}
 
 
 def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, classes: list[str],
@@ -444,16 +431,14 @@ def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, class
         dist.all_gather_object(import_times, import_seconds)
     if not ranks.is_main:
         return
-    model_dir = Path(args.model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir := Path(args.model_dir)).mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": trainer.model.state_dict(), "classes": classes,
                 "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
                 "in sagemaker/train.py", "input": "float RGB, N x 3 x H x W: uint8 scaled to [0, 1], then normalised",
                 "normalize_mean": NORMALIZE_MEAN, "normalize_std": NORMALIZE_STD},
                model_dir / "model.pth")
     ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
-    output_dir = Path(args.output_data_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir := Path(args.output_data_dir)).mkdir(parents=True, exist_ok=True)
     (output_dir / "metrics.json").write_text(json.dumps({
         "world_size": ranks.world_size, "steps": trainer.global_step, "epochs": metrics,
         "custom_op_import_seconds": [round(t, 2) for t in import_times]}, indent=2))
@@ -464,30 +449,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_arguments(parser, args)
-    # Before anything else starts (the build, the process group).
-    check_channel_folder(args.train)
+    check_channel_folder(args.train)  # before the build and the process group start
     _add_custom_op_to_path()
-    # Lists the files (or scans the shards); builds nothing yet.
     dataset = open_shards(args) if args.data_format == "webdataset" else open_dataset(args)
-    classes = dataset.classes
-    ranks = Ranks()
+    classes, ranks = dataset.classes, Ranks()
     _log_start(args, ranks, dataset)
     if args.install_jpeg_headers:
         install_jpeg_headers(ranks)
     _, import_seconds = import_custom_op(ranks)
     device, cuda = setup_device(ranks)
-    if args.data_format == "webdataset":
-        sampler = loader = make_shard_loader(args, ranks, dataset, cuda)
-    else:
-        sampler, loader = make_loader(args, ranks, dataset, cuda)
+    sampler, loader = (make_shard_loader(args, ranks, dataset, cuda),) * 2 \
+        if args.data_format == "webdataset" else make_loader(args, ranks, dataset, cuda)
     trainer = Trainer(args, ranks, len(classes), device, cuda)
     per_rank = loader.samples_per_rank if args.data_format == "webdataset" else len(sampler)
     ranks.log_main(f"{per_rank} samples per rank and epoch, batch size {args.batch_size} per "
                    f"rank, {len(loader)} steps per epoch"
                    + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
 
-    epochs_seen: list[dict] = []
-    metrics: list[dict] = []
+    epochs_seen, metrics = [], []
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         record, seen = trainer.run_epoch(epoch, loader, len(loader))
