@@ -23,6 +23,9 @@ random sampler, on 2 cores:
                      2 threads reading, 2 threads decoding
   ceiling            custom_op.decode_and_crop_jpeg_batch(size=224, num_threads=2) over the
                      files' bytes already in memory, windows drawn beforehand: decode only
+  dali_cpu           (with --lane-dali PYTHON) NVIDIA DALI's CPU pipeline on 2 threads: file
+                     reader + decoders.image_random_crop + resize + flip (bench/dali_epoch.py,
+                     in DALI's own venv; no consumer: its batches stay in its process)
 
 Every pipeline row's batches go to a consumer doing what a training step does
 with a batch: copy it into a reused pinned buffer (a plain one without CUDA),
@@ -76,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="images per epoch; a quarter for sizes over 2 megapixels (default 512)")
     group.add_argument("--lane-rounds", type=int, default=3,
                        help="timed epochs of every row, interleaved (default 3)")
+    group.add_argument("--lane-dali", type=pathlib.Path, default=None,
+                       help="a Python with nvidia-dali-cuda120 (e.g. a venv's bin/python): adds "
+                            "DALI's CPU pipeline as the dali_cpu row (bench/dali_epoch.py)")
     group.add_argument("--lane-host-normalize", action="store_true",
                        help="without a GPU, normalise each batch to float32 on the host too")
 
@@ -149,6 +155,38 @@ def _ceiling(tree: pathlib.Path, length: int, seed: int) -> loaders.Runner:
     return run
 
 
+def _dali_runner(python: pathlib.Path, tree: pathlib.Path, length: int) -> loaders.Runner:
+    """DALI's CPU pipeline in its own process (its own venv), an epoch per request."""
+    import subprocess
+
+    script = pathlib.Path(__file__).with_name("dali_epoch.py")
+    process = subprocess.Popen([str(python), str(script), str(tree), str(BATCH), str(WORKERS),
+                                str(length)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+
+    def run() -> tuple[int, int]:
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        reply = process.stdout.readline().split()
+        if len(reply) != 2:
+            raise RuntimeError(f"bench/dali_epoch.py stopped (exit status {process.poll()})")
+        return int(reply[0]), int(reply[1])
+    run.process = process  # type: ignore[attr-defined]
+    return run
+
+
+def _stop(process: Any) -> None:
+    """Ends the DALI process: stdin closed, then killed if it has not left within 30 s."""
+    import subprocess
+
+    process.stdin.close()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def _runners(tree: pathlib.Path, length: int, seed: int,
              host_normalize: bool) -> dict[str, loaders.Runner]:
     consumer = _TrainingStepOnHost(host_normalize)
@@ -184,9 +222,16 @@ def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
     tree = _files(args, source, height, width, files)
     torch.manual_seed(args.seed)
     runners = _runners(tree, length, args.seed, args.lane_host_normalize)
-    timed = loaders.time_interleaved(runners, args.lane_rounds)
+    if args.lane_dali is not None:
+        runners["dali_cpu"] = _dali_runner(args.lane_dali, tree, length)
+    try:
+        timed = loaders.time_interleaved(runners, args.lane_rounds)
+    finally:
+        if "dali_cpu" in runners:
+            _stop(runners["dali_cpu"].process)
     del runners  # stops the persistent workers
-    rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name]) for name in ROWS]
+    rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
+            for name in (*ROWS, "dali_cpu") if name in timed["per_round"]]
     rate = {row["config"]: row["median_images_per_s"] for row in rows}
     for row in rows:
         row["vs_ceiling"] = row["median_images_per_s"] / rate["ceiling"]
