@@ -79,6 +79,23 @@ def test_lane_calls_equal_the_per_sample_pipeline(folder, tail) -> None:
     assert_same([lane(batch) for batch in sequential_batches(lane)], reference)
 
 
+def test_jpeg_windows_go_through_one_batch_call(folder, monkeypatch) -> None:
+    """Every JPEG of a batch is decoded by the batched call; only the PNG by the v2 kernel."""
+    import custom_op.datasets._batch_lane as lane_module
+
+    calls, per_sample_crops = [], []
+    batch_call = lane_module.decode_and_crop_jpeg_batch
+    monkeypatch.setattr(lane_module, "decode_and_crop_jpeg_batch",
+                        lambda datas, *a, **k: calls.append(len(datas)) or batch_call(datas, *a, **k))
+    lane = BatchLane(custom_op.JpegFolder(folder), recipe())
+    crop_transform = lane.crop.transform
+    monkeypatch.setattr(lane.crop, "transform",
+                        lambda image, params: per_sample_crops.append(type(image).__name__)
+                        or crop_transform(image, params))
+    lane(range(len(lane)))
+    assert calls == [len(lane) - 1] and per_sample_crops == ["Image"]
+
+
 def test_windows_and_flips_are_those_of_the_per_sample_draws(folder) -> None:
     """The fused draws are v2's own: a flipped window compared with a direct decode."""
     lane = BatchLane(custom_op.JpegFolder(folder), recipe())
