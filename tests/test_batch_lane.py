@@ -245,3 +245,24 @@ def test_bad_arguments_are_refused(folder) -> None:
         lane_dataloader(BatchLane(custom_op.JpegFolder(folder), recipe()), [[0]], batch_size=4)
     with pytest.raises(ValueError, match="threads must be"):
         lane_threads(BatchLane(custom_op.JpegFolder(folder), recipe()), [[0]], threads=0)
+
+
+def test_batch_call_decodes_into_out_and_checks_it(folder) -> None:
+    """decode_and_crop_jpeg_batch(out=): the lane's buffer is written and returned, the same
+    pixels as without it; a buffer of the wrong shape, layout or dtype is refused by name."""
+    paths = sorted(folder.glob("cat/*.jpg"))[:3]
+    datas = [path.read_bytes() for path in paths]
+    boxes = [(10, 20, 80, 100)] * 3
+    expected = custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, contiguous=True)
+    out = torch.zeros((3, 3, SIZE, SIZE), dtype=torch.uint8)
+    assert custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, contiguous=True,
+                                                out=out) is out
+    assert torch.equal(out, expected)
+    with pytest.raises(ValueError, match=r"out must be \[3, 3, 48, 48\] in torch.channels_last"):
+        custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, out=out)
+    with pytest.raises(ValueError, match=r"out must be \[3, 3, 48, 48\]"):
+        custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, contiguous=True, out=out[:2])
+    with pytest.raises(TypeError, match="out must be a uint8 CPU tensor"):
+        custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, out=out.float())
+    with pytest.raises(ValueError, match="out needs size"):
+        custom_op.decode_and_crop_jpeg_batch(datas, boxes, out=out)
