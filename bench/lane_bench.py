@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lane-files", type=int, default=96,
                        help="files per size; a quarter of it for sizes over 2 megapixels (default 96)")
     group.add_argument("--lane-length", type=int, default=512,
-                       help="images per epoch; a quarter for sizes over 2 megapixels (default 512)")
+                       help="images per epoch; a quarter (at least 256) over 2 megapixels (default 512)")
     group.add_argument("--lane-rounds", type=int, default=3,
                        help="timed epochs of every row, interleaved (default 3)")
     group.add_argument("--lane-dali", type=pathlib.Path, default=None,
@@ -218,7 +218,8 @@ def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
               width: int) -> dict[str, Any]:
     large = height * width > 2_000_000
     files = max(8, args.lane_files // 4) if large else args.lane_files
-    length = max(BATCH, args.lane_length // 4) if large else args.lane_length
+    # At least 4 batches an epoch: with 2 loaders, 1.5 batches leave one idle half the epoch.
+    length = max(4 * BATCH, args.lane_length // 4) if large else args.lane_length
     tree = _files(args, source, height, width, files)
     torch.manual_seed(args.seed)
     runners = _runners(tree, length, args.seed, args.lane_host_normalize)
