@@ -79,6 +79,26 @@ def test_lane_calls_equal_the_per_sample_pipeline(folder, tail) -> None:
     assert_same([lane(batch) for batch in sequential_batches(lane)], reference)
 
 
+def test_timm_pipeline_runs_per_sample_as_jpeg_folder_runs_it(folder) -> None:
+    """Not fused: timm's train transform (v1, PIL) runs per sample in ComposeJPEG, the same
+    images as JpegFolder(transform=...) for the same seeds (timm draws from Python's random)."""
+    import random
+
+    timm_data = pytest.importorskip("timm.data")
+    transform = timm_data.create_transform(SIZE, is_training=True, no_aug=False)
+    transform.transforms = [step for step in transform.transforms
+                            if type(step).__name__ not in ("ToTensor", "MaybeToTensor", "Normalize")]
+    transform.transforms.append(v2.PILToTensor())
+    reference_folder = custom_op.JpegFolder(folder, transform=transform)
+    random.seed(1)
+    torch.manual_seed(1)
+    expected = torch.stack([reference_folder[index][0] for index in range(4)])
+    lane = BatchLane(custom_op.JpegFolder(folder), transform)
+    random.seed(1)
+    torch.manual_seed(1)
+    assert torch.equal(lane(range(4))[0], expected)
+
+
 def test_jpeg_windows_go_through_one_batch_call(folder, monkeypatch) -> None:
     """Every JPEG of a batch is decoded by the batched call; only the PNG by the v2 kernel."""
     import custom_op.datasets._batch_lane as lane_module

@@ -41,6 +41,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2
 from torchvision.transforms.v2.functional._geometry import _check_interpolation
 
+from .._compose_jpeg import for_encoded_images
 from .._decode import decode_and_crop_jpeg_batch
 from .._encoded_jpeg import EncodedJpeg
 from .._errors import JpegDecodeError
@@ -122,7 +123,9 @@ class BatchLane:
             the per-sample pipeline would use. ``v2.Compose([
             v2.RandomResizedCrop(size), v2.RandomHorizontalFlip(), *tail])``
             is fused: windows decoded in one call, flips on the batch, the
-            tail per sample. Anything else runs per sample.
+            tail per sample. Anything else runs per sample (a timm or
+            torchvision v1 pipeline in ComposeJPEG, as JpegFolder runs it),
+            still delivered as one batch.
         pin_memory: allocate each batch in pinned memory (needs an
             accelerator); in DataLoader workers pass ``pin_memory`` to the
             DataLoader instead (see :func:`lane_dataloader`).
@@ -158,8 +161,13 @@ class BatchLane:
             raise ValueError(f"BatchLane: on_error must be 'raise' or 'substitute', got {on_error!r}")
         from ._lane_sources import lane_source  # the sources build on LaneSample, defined here
 
-        self.source, self.transform = lane_source(source), transform
+        self.source = lane_source(source)
         self.crop, self.flip, self.tail = split_transform(transform)
+        if self.crop is None:
+            # Nothing to fuse: the whole transform runs per sample (a timm / torchvision v1
+            # pipeline in ComposeJPEG, as JpegFolder runs it), and there is no separate tail.
+            self.tail, transform = None, for_encoded_images(transform)
+        self.transform = transform
         self.pin_memory, self.num_threads, self.on_error = pin_memory, num_threads, on_error
         self.substitutions = 0
 
