@@ -45,7 +45,7 @@ import json
 import pathlib
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torchvision

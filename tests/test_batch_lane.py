@@ -9,7 +9,6 @@ HfImageTransform, or EncodedJpeg + the transform) in a plain DataLoader.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import pathlib

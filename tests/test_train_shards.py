@@ -20,7 +20,7 @@ import torch
 
 import custom_op
 from synthetic import photo_jpeg
-from test_sagemaker import REPO, SAGEMAKER, clean_env, load_train_module, run
+from test_sagemaker import REPO, SAGEMAKER, clean_env, run
 
 BAD_JPEG = b"\xff\xd8\xff\xe0" + bytes(100)  # a JPEG signature and nothing readable after it
 
