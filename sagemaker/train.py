@@ -20,22 +20,11 @@ Started by torchrun (``WORLD_SIZE`` > 1, as SageMaker's ``torch_distributed``
 launcher does), it trains with DistributedDataParallel (gloo on CPU, nccl on
 GPU) and a DistributedSampler; otherwise as one plain process.
 
-Each sample is read by ``custom_op.JpegFolder`` as an EncodedJpeg, and
-torchvision's own ``v2.RandomCrop`` decodes only a random ``--crop-size``
-window of it. Images stay uint8 through the DataLoader and are normalised once
-per batch on the device (``custom_op.transforms.NormalizeBatch``). ``import custom_op``
-builds the native extension the first time it runs on a machine: in a
-training job that is every job (a fresh container). All ranks import it at
-the same moment; one builds, under a file lock, and the others wait and load
-its result.
-
-Shards are read with a ``webdataset`` pipeline, split by rank and by
-DataLoader worker with its own splitters, their members read by
-``custom_op.datasets.TarSamples`` and shuffled anew every epoch; each sample's
-JPEG bytes become an EncodedJpeg and go through the same transform (they
-never go through Pillow).
-Every rank runs the same number of steps per epoch (the shards repeat if a
-rank's share runs out first), so DistributedDataParallel's ranks stay in step.
+Data goes through custom_op's batch lane (docs/batch_lane.md): DataLoader
+workers decode whole batches of RandomResizedCrop(--crop-size) windows in one
+native call, from a JpegFolder (a DistributedSampler's batches) or tar shards
+(custom_op.datasets.shard_loader), uint8 until the device. ``import custom_op``
+builds the extension on a cold machine: one rank builds, the others wait.
 
 Examples::
 
@@ -47,7 +36,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import sys
@@ -58,10 +46,8 @@ HERE = Path(__file__).resolve().parent
 JPEG_SUFFIXES = (".jpg", ".jpeg")
 
 
-# --------------------------------------------------------------------------
-# Arguments. No torch here: launch.py imports this module to check the
+# Arguments. No torch at module level: launch.py imports this module to check the
 # hyperparameters it is given, and a bad channel folder must fail fast.
-# --------------------------------------------------------------------------
 
 def _env_path(name: str, default: str) -> str:
     return os.environ.get(name) or default
@@ -155,32 +141,28 @@ _WHERE = ("Point SM_CHANNEL_TRAIN (set by SageMaker for the 'train' channel; def
           "<folder>/<class>/<image>.jpg.")
 
 
-# --------------------------------------------------------------------------
-# Data and model. torch is imported inside functions (see above).
-# --------------------------------------------------------------------------
+# Data and model (torch is imported inside functions, see above).
 
 #: Per-channel mean and standard deviation the model's input is normalised with, on the device.
 NORMALIZE_MEAN = (0.5, 0.5, 0.5)
 NORMALIZE_STD = (0.25, 0.25, 0.25)
 
 
-def open_dataset(args: argparse.Namespace):
-    """custom_op.JpegFolder over the channel: torchvision's listing, encoded JPEGs, uint8 crops.
-
-    The transform is torchvision's own: RandomCrop decodes only the window of
-    each EncodedJpeg, the flip works on the uint8 window. Images stay uint8
-    until the device (see Trainer), which keeps the DataLoader's workers
-    decoding instead of converting. Exits with a clear message for a folder
-    without images.
-    """
+def train_transform(crop_size: int):
+    """ImageNet's training recipe, which the batch lane fuses: each window decoded at its
+    reduced DCT scale and resized straight into the batch, the flips on the batch."""
     from torchvision.transforms import v2
 
+    return v2.Compose([v2.RandomResizedCrop(crop_size), v2.RandomHorizontalFlip()])
+
+
+def open_dataset(args: argparse.Namespace):
+    """custom_op.JpegFolder over the channel (torchvision's listing); exits with a clear
+    message for a folder without images."""
     import custom_op
 
-    transform = v2.Compose([v2.RandomCrop(args.crop_size), v2.RandomHorizontalFlip()])
     try:
-        return custom_op.JpegFolder(args.train, transform=transform, extensions=JPEG_SUFFIXES,
-                                    on_error=args.on_error)
+        return custom_op.JpegFolder(args.train, extensions=JPEG_SUFFIXES, on_error=args.on_error)
     except FileNotFoundError as error:
         root = Path(args.train).expanduser().resolve()
         loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
@@ -190,178 +172,62 @@ def open_dataset(args: argparse.Namespace):
                          f"(.jpg, .jpeg) in class subfolders{detail} ({error}). " + _WHERE)
 
 
-class WithIndex:
-    """(image, class index, sample index): the index lets each rank record what it trained on."""
+def open_shards(args: argparse.Namespace):
+    """custom_op.datasets.ShardSet over the channel: the shards, their size and classes."""
+    import tarfile
 
-    def __init__(self, dataset) -> None:
-        self.dataset = dataset
+    from custom_op.datasets import ShardSet
 
-    def __len__(self) -> int:
-        return len(self.dataset)
+    def warn(message: str) -> None:
+        print(f"train.py: warning: {message}: training skips what cannot be read",
+              file=sys.stderr, flush=True)
 
-    def __getitem__(self, index: int):
-        image, target = self.dataset[index]
-        return image, target, index
-
-
-class Shards:
-    """The channel's tar shards: their paths, how many samples, which classes.
-
-    The steps per epoch must be known, and equal on every rank, before the
-    first one: from --dataset-size and --num-classes when given, else by
-    scanning the shards once on every rank. The scan seeks from header to
-    header (it reads the .cls members, not the images), but on a dataset in
-    S3 that is still a request per sample: give the sizes for large ones.
-    """
-
-    def __init__(self, root: Path, dataset_size: int = 0, num_classes: int = 0,
-                 on_error: str = "raise") -> None:
-        self.urls = sorted(str(path) for path in root.glob("*.tar"))
-        if not self.urls:
-            raise SystemExit(f"train.py: no tar shards (*.tar) in {root.resolve()}. " + _WHERE)
-        if dataset_size and num_classes:
-            self.samples, self.classes = dataset_size, [str(label) for label in range(num_classes)]
-            self.scanned = False
-            return
-        self.samples, labels = 0, set()
-        for url in self.urls:
-            self._scan(url, labels, on_error)
-        self.classes = [str(label) for label in range(max(labels) + 1)] if labels else []
-        self.scanned = True
-
-    def _scan(self, url: str, labels: set[int], on_error: str) -> None:
-        """Counts a shard's samples and labels; a damaged shard stops the job or, with
-        --on-error substitute, is counted up to the damage (training skips its rest)."""
-        import tarfile
-
-        try:
-            with tarfile.open(url, mode="r:") as shard:  # random access: seeks over the images
-                for member in shard:
-                    if member.name.endswith(".jpg"):
-                        self.samples += 1
-                    elif member.name.endswith(".cls"):
-                        labels.add(int(shard.extractfile(member).read()))
-        except (tarfile.TarError, OSError, ValueError) as error:
-            if on_error == "raise":
-                raise SystemExit(f"train.py: {url}: a damaged shard ({error}); --on-error "
-                                 "substitute would skip what cannot be read") from None
-            print(f"train.py: warning: {url}: a damaged shard ({error}): training skips what "
-                  "cannot be read", file=sys.stderr, flush=True)
-
-    def __len__(self) -> int:
-        return self.samples
+    try:
+        return ShardSet(Path(args.train).expanduser(), args.dataset_size, args.num_classes,
+                        args.on_error, warn)
+    except FileNotFoundError as error:
+        raise SystemExit(f"train.py: {error}. " + _WHERE) from None
+    except tarfile.ReadError as error:
+        raise SystemExit(f"train.py: {error}; --on-error substitute would skip what cannot be "
+                         "read") from None
 
 
-def open_shards(args: argparse.Namespace) -> Shards:
-    return Shards(Path(args.train).expanduser(), args.dataset_size, args.num_classes,
-                  args.on_error)
+def make_loader(args: argparse.Namespace, ranks: Ranks, dataset, cuda: bool):
+    """Returns (sampler, loader): whole batches decoded in the DataLoader's workers by the batch
+    lane; each rank gets a disjoint, equal share (DistributedSampler, drop_last)."""
+    import torch
+    from torch.utils.data import BatchSampler, DistributedSampler
+
+    from custom_op.datasets import BatchLane, lane_dataloader
+
+    torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
+    sampler = DistributedSampler(range(len(dataset)), num_replicas=ranks.world_size,
+                                 rank=ranks.rank, shuffle=True, seed=args.seed, drop_last=True)
+    batches = BatchSampler(sampler, args.batch_size, drop_last=False)
+    loader = lane_dataloader(BatchLane(dataset, train_transform(args.crop_size)), batches,
+                             num_workers=args.num_workers, pin_memory=cuda, with_indices=True,
+                             persistent_workers=args.epochs > 1)
+    return sampler, loader
 
 
-class DecodeSample:
-    """A shard's sample -> (uint8 window, class index, key number), in the DataLoader's workers.
-
-    The JPEG member's bytes become an EncodedJpeg, so the transform's crop
-    decodes only the window; a file that cannot be decoded raises
-    JpegDecodeError naming the shard and the member.
-    """
-
-    def __init__(self, transform) -> None:
-        self.transform = transform
-
-    def __call__(self, sample: dict):
-        import custom_op
-
-        key = sample["__key__"]
-        try:
-            image = self.transform(custom_op.EncodedJpeg(sample["jpg"]))
-        except custom_op.JpegDecodeError as error:
-            raise custom_op.JpegDecodeError(
-                f"{sample['__url__']}: member {key}.jpg: {error}") from None
-        # Keys written by make_dataset.py are sample numbers; --log-indices records them.
-        return image, int(sample["cls"]), int(key) if key.isdigit() else -1
-
-
-class EpochShuffle:
-    """webdataset's buffer shuffle, with a new order every epoch and pass, the same on a rerun.
-
-    ``wds.shuffle(seed=...)`` starts from its seed on every pass, and the
-    DataLoader's workers start afresh every epoch: with a fixed seed every
-    epoch would replay the same order. The seed here is (seed, epoch, worker,
-    pass); ``set_epoch`` sets the epoch before the workers start.
-    """
-
-    def __init__(self, buffer: int, seed: int) -> None:
-        self.buffer, self.seed, self.epoch, self.passes = buffer, seed, 0, 0
-
-    def __call__(self, source):
-        import random
-
-        import webdataset as wds
-        from torch.utils.data import get_worker_info
-
-        worker = get_worker_info()
-        self.passes += 1
-        rng = random.Random(f"{self.seed}/{self.epoch}/{worker.id if worker else 0}/{self.passes}")
-        return wds.shuffle(self.buffer, initial=min(self.buffer, 100), rng=rng)(source)
-
-
-class ShardLoader:
-    """Exactly ``steps`` batches per epoch on every rank, from a repeating shard pipeline."""
-
-    def __init__(self, loader, steps: int, samples_per_rank: int,
-                 shuffles: list[EpochShuffle]) -> None:
-        self.loader, self.steps, self.samples_per_rank = loader, steps, samples_per_rank
-        self.shuffles = shuffles
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        return itertools.islice(iter(self.loader), self.steps)
-
-    def set_epoch(self, epoch: int) -> None:
-        """A new shard and sample order for this epoch (the workers start after this)."""
-        for shuffle in self.shuffles:
-            shuffle.epoch, shuffle.passes = epoch, 0
-
-
-def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards: Shards, cuda: bool):
-    """webdataset over the shards, split by rank and by worker with its own splitters.
-
-    Members are read by custom_op.datasets.TarSamples (webdataset's pipeline
-    stage for this, with a faster tar reader); the shard order and, in a
-    buffer of --shuffle-buffer samples, the sample order are shuffled anew
-    every epoch.
-    """
+def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards, cuda: bool):
+    """The shards split by rank and worker, reshuffled every epoch, batches decoded by the
+    batch lane: custom_op.datasets.shard_loader."""
     import torch
     import webdataset as wds
-    from torch.utils.data import DataLoader, default_collate
-    from torchvision.transforms import v2
 
-    from custom_op.datasets import TarSamples
+    from custom_op.datasets import BatchLane, shard_loader
 
-    readers = ranks.world_size * max(1, args.num_workers)
-    if len(shards.urls) < readers:
-        raise SystemExit(f"train.py: {len(shards.urls)} shards for {ranks.world_size} ranks x "
-                         f"{max(1, args.num_workers)} workers: every DataLoader worker needs at "
-                         "least one shard; write smaller shards or use fewer workers")
     torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
-    # raise: stop the job naming the shard and member; substitute: skip it with a warning.
+    # raise: stop the job naming the shard (and member); substitute: skip or replace, warning.
     handler = wds.reraise_exception if args.on_error == "raise" else wds.warn_and_continue
-    transform = v2.Compose([v2.RandomCrop(args.crop_size), v2.RandomHorizontalFlip()])
-    shuffles = [EpochShuffle(len(shards.urls), args.seed + ranks.rank)]
-    if args.shuffle_buffer:
-        shuffles.append(EpochShuffle(args.shuffle_buffer, args.seed + ranks.rank))
-    pipeline = wds.DataPipeline(
-        wds.SimpleShardList(shards.urls), wds.split_by_node, wds.split_by_worker, shuffles[0],
-        TarSamples(handler), *shuffles[1:],
-        wds.map(DecodeSample(transform), handler=handler),
-        wds.batched(args.batch_size, collation_fn=default_collate, partial=False),
-    ).repeat()
-    loader = DataLoader(pipeline, batch_size=None, num_workers=args.num_workers,
-                        pin_memory=cuda)
-    steps = max(1, len(shards) // (ranks.world_size * args.batch_size))
-    return ShardLoader(loader, steps, steps * args.batch_size, shuffles)
+    lane = BatchLane(None, train_transform(args.crop_size), on_error=args.on_error)
+    try:
+        return shard_loader(shards, lane, batch_size=args.batch_size, world_size=ranks.world_size,
+                            num_workers=args.num_workers, seed=args.seed + ranks.rank,
+                            shuffle_buffer=args.shuffle_buffer, pin_memory=cuda, handler=handler)
+    except ValueError as error:
+        raise SystemExit(f"train.py: {error}") from None
 
 
 def build_model(num_classes: int, width: int = 32):
@@ -377,9 +243,7 @@ def build_model(num_classes: int, width: int = 32):
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4 * width, num_classes))
 
 
-# --------------------------------------------------------------------------
-# The job
-# --------------------------------------------------------------------------
+# The job.
 
 class Ranks:
     """Where this process sits: torchrun's environment, or a plain run."""
@@ -422,10 +286,9 @@ def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
     ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
                    f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
                    f"crop_size={args.crop_size} seed={args.seed}")
-    ranks.log_main(f"SageMaker: SM_CURRENT_HOST={os.environ.get('SM_CURRENT_HOST', '-')} "
-                   f"SM_HOSTS={os.environ.get('SM_HOSTS', '-')} "
-                   f"SM_NUM_GPUS={os.environ.get('SM_NUM_GPUS', '-')}; "
-                   f"world size {ranks.world_size}")
+    hosts = " ".join(f"{name}={os.environ.get(name, '-')}"
+                     for name in ("SM_CURRENT_HOST", "SM_HOSTS", "SM_NUM_GPUS"))
+    ranks.log_main(f"SageMaker: {hosts}; world size {ranks.world_size}")
     where = f"{len(dataset.urls)} shards in " if args.data_format == "webdataset" else ""
     counted = ("" if args.data_format != "webdataset" else " (scanned)" if dataset.scanned
                else " (from --dataset-size and --num-classes)")
@@ -470,33 +333,6 @@ def setup_device(ranks: Ranks):
     else:
         ranks.log_main(f"one process on {device} (not started by torchrun with WORLD_SIZE > 1)")
     return device, cuda
-
-
-def check_crop_size(custom_op, args: argparse.Namespace, dataset) -> None:
-    first = dataset.samples[0][0]
-    try:
-        height, width, _ = custom_op.jpeg_size(Path(first).read_bytes())
-    except custom_op.JpegDecodeError as error:
-        raise SystemExit(f"train.py: {first} is not a readable JPEG: {error}")
-    if args.crop_size > min(height, width):
-        raise SystemExit(f"train.py: --crop-size {args.crop_size} is larger than the images "
-                         f"({first} is {height} x {width}); choose a smaller crop")
-
-
-def make_loader(args: argparse.Namespace, ranks: Ranks, dataset, cuda: bool):
-    """Returns (sampler, loader); each rank gets a disjoint, equal share."""
-    import torch
-    from torch.utils.data import DataLoader, DistributedSampler
-
-    torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
-    indexed = WithIndex(dataset)
-    # drop_last: ranks get disjoint, equal shares (no padding with repeated samples).
-    sampler = DistributedSampler(indexed, num_replicas=ranks.world_size, rank=ranks.rank,
-                                 shuffle=True, seed=args.seed, drop_last=True)
-    loader = DataLoader(indexed, batch_size=args.batch_size, sampler=sampler,
-                        num_workers=args.num_workers, pin_memory=cuda,
-                        persistent_workers=args.num_workers > 0 and args.epochs > 1)
-    return sampler, loader
 
 
 class Trainer:
@@ -571,18 +407,16 @@ class Trainer:
             dist.all_reduce(totals, op=dist.ReduceOp.SUM)
             dist.all_reduce(longest, op=dist.ReduceOp.MAX)
         all_images, all_steps, all_wait, all_loss = totals.tolist()
-        seconds = longest.item()
-        rank_steps = all_steps / ranks.world_size
-        return {
-            "epoch": epoch + 1,
-            "steps": int(rank_steps),
-            "images": int(all_images),
-            "seconds": round(seconds, 4),
-            "images_per_second": round(all_images / seconds, 2) if seconds > 0 else None,
-            "step_time_seconds": round(seconds / rank_steps, 4) if rank_steps else None,
-            "data_wait_seconds": round(all_wait / all_steps, 4) if all_steps else None,
-            "loss": round(all_loss / all_steps, 4) if all_steps else None,
-        }
+        seconds, rank_steps = longest.item(), all_steps / ranks.world_size
+
+        def ratio(numerator: float, denominator: float, digits: int):
+            return round(numerator / denominator, digits) if denominator > 0 else None
+
+        return {"epoch": epoch + 1, "steps": int(rank_steps), "images": int(all_images),
+                "seconds": round(seconds, 4), "images_per_second": ratio(all_images, seconds, 2),
+                "step_time_seconds": ratio(seconds, rank_steps, 4),
+                "data_wait_seconds": ratio(all_wait, all_steps, 4),
+                "loss": ratio(all_loss, all_steps, 4)}
 
 
 def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, classes: list[str],
@@ -597,16 +431,14 @@ def save_outputs(args: argparse.Namespace, ranks: Ranks, trainer: Trainer, class
         dist.all_gather_object(import_times, import_seconds)
     if not ranks.is_main:
         return
-    model_dir = Path(args.model_dir)
-    model_dir.mkdir(parents=True, exist_ok=True)
+    (model_dir := Path(args.model_dir)).mkdir(parents=True, exist_ok=True)
     torch.save({"state_dict": trainer.model.state_dict(), "classes": classes,
                 "crop_size": args.crop_size, "arch": "build_model(len(classes), width=32) "
                 "in sagemaker/train.py", "input": "float RGB, N x 3 x H x W: uint8 scaled to [0, 1], then normalised",
                 "normalize_mean": NORMALIZE_MEAN, "normalize_std": NORMALIZE_STD},
                model_dir / "model.pth")
     ranks.log(f"saved the model ({len(classes)} classes) to {model_dir.resolve() / 'model.pth'}")
-    output_dir = Path(args.output_data_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir := Path(args.output_data_dir)).mkdir(parents=True, exist_ok=True)
     (output_dir / "metrics.json").write_text(json.dumps({
         "world_size": ranks.world_size, "steps": trainer.global_step, "epochs": metrics,
         "custom_op_import_seconds": [round(t, 2) for t in import_times]}, indent=2))
@@ -617,31 +449,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_arguments(parser, args)
-    # Before anything else starts (the build, the process group).
-    check_channel_folder(args.train)
+    check_channel_folder(args.train)  # before the build and the process group start
     _add_custom_op_to_path()
-    # Lists the files (or scans the shards); builds nothing yet.
     dataset = open_shards(args) if args.data_format == "webdataset" else open_dataset(args)
-    classes = dataset.classes
-    ranks = Ranks()
+    classes, ranks = dataset.classes, Ranks()
     _log_start(args, ranks, dataset)
     if args.install_jpeg_headers:
         install_jpeg_headers(ranks)
-    custom_op, import_seconds = import_custom_op(ranks)
+    _, import_seconds = import_custom_op(ranks)
     device, cuda = setup_device(ranks)
-    if args.data_format == "webdataset":
-        sampler = loader = make_shard_loader(args, ranks, dataset, cuda)
-    else:
-        check_crop_size(custom_op, args, dataset)
-        sampler, loader = make_loader(args, ranks, dataset, cuda)
+    sampler, loader = (make_shard_loader(args, ranks, dataset, cuda),) * 2 \
+        if args.data_format == "webdataset" else make_loader(args, ranks, dataset, cuda)
     trainer = Trainer(args, ranks, len(classes), device, cuda)
     per_rank = loader.samples_per_rank if args.data_format == "webdataset" else len(sampler)
     ranks.log_main(f"{per_rank} samples per rank and epoch, batch size {args.batch_size} per "
                    f"rank, {len(loader)} steps per epoch"
                    + (f", stopping after {args.max_steps} steps" if args.max_steps else ""))
 
-    epochs_seen: list[dict] = []
-    metrics: list[dict] = []
+    epochs_seen, metrics = [], []
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         record, seen = trainer.run_epoch(epoch, loader, len(loader))

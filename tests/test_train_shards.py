@@ -1,4 +1,5 @@
-"""sagemaker/train.py --data-format webdataset: tar shards split by rank and by worker.
+"""sagemaker/train.py --data-format webdataset: tar shards split by rank and by worker
+(custom_op.datasets.shard_loader, ShardSet, and the batch lane's collate_samples).
 
 Shards come from make_dataset.py --shards; the two-rank run uses torchrun
 (gloo) like the folder job, with the extension already built. The decoding
@@ -19,7 +20,7 @@ import torch
 
 import custom_op
 from synthetic import photo_jpeg
-from test_sagemaker import REPO, SAGEMAKER, clean_env, load_train_module, run
+from test_sagemaker import REPO, SAGEMAKER, clean_env, run
 
 BAD_JPEG = b"\xff\xd8\xff\xe0" + bytes(100)  # a JPEG signature and nothing readable after it
 
@@ -73,7 +74,15 @@ def _sample(data: bytes, shard: str = "/data/train-000003.tar", key: str = "0000
     return {"__key__": key, "__url__": shard, "jpg": data, "cls": b"1\n"}
 
 
+def _lane(transform):
+    from custom_op.datasets import BatchLane
+
+    return BatchLane(None, transform)
+
+
 def test_decoding_never_goes_through_pillow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.py's shard batches: the lane's collate_samples reads each .jpg member as an
+    EncodedJpeg (Pillow never sees it) and its .cls member as the label."""
     import PIL.Image
     from torchvision.transforms import v2
 
@@ -83,19 +92,39 @@ def test_decoding_never_goes_through_pillow(monkeypatch: pytest.MonkeyPatch) -> 
     data = photo_jpeg(96, 128, seed=0, index=5)  # encoded by Pillow before it is watched
     monkeypatch.setattr(PIL.Image, "open", refuse)
     monkeypatch.setattr(PIL.Image, "frombytes", refuse)
-    decode = load_train_module().DecodeSample(v2.CenterCrop(64))
-    image, label, key = decode(_sample(data))
-    assert (label, key) == (1, 42)
-    assert torch.equal(image, custom_op.decode_and_crop_jpeg(data, 16, 32, 64, 64))
+    images, labels = _lane(v2.CenterCrop(64)).collate_samples([_sample(data)])
+    assert labels.tolist() == [1]
+    assert torch.equal(images[0], custom_op.decode_and_crop_jpeg(data, 16, 32, 64, 64))
 
 
 def test_bad_member_is_named_with_its_shard() -> None:
     from torchvision.transforms import v2
 
-    decode = load_train_module().DecodeSample(v2.CenterCrop(64))
     with pytest.raises(custom_op.JpegDecodeError,
                        match=r"^/data/train-000003\.tar: member 000000042\.jpg: "):
-        decode(_sample(BAD_JPEG))
+        _lane(v2.RandomResizedCrop(64)).collate_samples([_sample(BAD_JPEG)])
+
+
+def test_shard_set_counts_and_refuses_too_few_shards(tmp_path: Path) -> None:
+    from custom_op.datasets import BatchLane, ShardSet, shard_loader
+    from torchvision.transforms import v2
+
+    make_shards(tmp_path, 12, 4)
+    shards = ShardSet(tmp_path)
+    assert (len(shards), shards.classes, shards.scanned) == (12, ["0", "1"], True)
+    with pytest.raises(ValueError, match="3 shards for 2 ranks x 2 workers"):
+        shard_loader(shards, BatchLane(None, v2.RandomResizedCrop(32)), batch_size=4,
+                     world_size=2, num_workers=2)
+    loader = shard_loader(shards, BatchLane(None, v2.RandomResizedCrop(32)), batch_size=4,
+                          num_workers=0, shuffle_buffer=0)
+    epochs = []
+    for epoch in (0, 1):
+        loader.set_epoch(epoch)
+        batches = list(loader)
+        assert [tuple(images.shape) for images, _, _ in batches] == [(4, 3, 32, 32)] * 3
+        epochs.append([key for _, _, keys in batches for key in keys.tolist()])
+    assert sorted(epochs[0]) == sorted(epochs[1]) == list(range(12))
+    assert epochs[0] != epochs[1]  # the shard order is reshuffled by the epoch
 
 
 def _replace_member(shard: Path, name: str, data: bytes) -> None:

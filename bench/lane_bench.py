@@ -1,0 +1,310 @@
+"""The batch lane against the per-sample pipeline, torchvision's uint8 DataLoader and the decode ceiling.
+
+Run from the repository root:
+
+    python -m bench lane                                   # generated and real photos, 3 sizes
+    python -m bench lane --photos ~/photos --json lane.json  # your photos, fitted to the sizes
+    python -m bench lane --images real --lane-sizes 375x500 --lane-rounds 5
+
+The question: how close does a training input pipeline get to the decoder's
+own speed? Every row delivers batches of 64 uint8 RandomResizedCrop(224) +
+RandomHorizontalFlip windows from an ImageFolder tree (--lane-files files per
+size; real photos are fitted to the size as bench/photos.py does, from the
+wallpapers or from --photos DIR), --lane-length images per epoch drawn by a
+random sampler, on 2 cores:
+
+  per_sample         today's recipe: custom_op.JpegFolder (EncodedJpeg) + v2 transforms,
+                     DataLoader, 2 workers, batch 64
+  torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path)), the same v2 transforms,
+                     DataLoader, 2 workers
+  lane_workers       custom_op.datasets.BatchLane through lane_dataloader: a batch sampler,
+                     batch_size=None, 2 worker processes each decoding whole batches
+  lane_threads       the same lane through lane_threads (torchdata.nodes): one process,
+                     2 threads reading, 2 threads decoding
+  ceiling            custom_op.decode_and_crop_jpeg_batch(size=224, num_threads=2) over the
+                     files' bytes already in memory, windows drawn beforehand: decode only
+  dali_cpu           (with --lane-dali PYTHON) NVIDIA DALI's CPU pipeline on 2 threads: file
+                     reader + decoders.image_random_crop + resize + flip (bench/dali_epoch.py,
+                     in DALI's own venv; no consumer: its batches stay in its process)
+
+Every pipeline row's batches go to a consumer doing what a training step does
+with a batch: copy it into a reused pinned buffer (a plain one without CUDA),
+send it to the GPU and normalise it there (custom_op.transforms.NormalizeBatch);
+without a GPU, ``--lane-host-normalize`` normalises on the host instead, so that
+loading and the training loop share the cores as they would. The ceiling
+has no consumer. Rows are timed interleaved (bench/loaders.py); read ratios
+within one run only. ``--json FILE`` also writes the images/s of each row as
+``{kind: {size: {lane_workers, lane_threads, per_sample, torchvision_uint8,
+ceiling}}}``, merged into the file if it exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+from typing import Any
+
+import torch
+import torchvision
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+from torchvision.io import decode_jpeg, read_file
+from torchvision.transforms import v2
+
+import custom_op
+from bench import images, loaders, photos, report, sampling
+from custom_op.datasets import BatchLane, JpegFolder, lane_dataloader, lane_threads
+from custom_op.transforms import NormalizeBatch
+
+SIZE, BATCH, WORKERS = 224, 64, 2
+MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+ROWS = ("lane_workers", "lane_threads", "per_sample", "torchvision_uint8", "ceiling")
+DEFAULT_SIZES = "375x500,533x800,1600x2560"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("batch lane")
+    group.add_argument("--photos", type=pathlib.Path, default=None,
+                       help="folder of source photos (JPEGs) fitted to each size for the real "
+                            "rows (default: the wallpapers, as the other parts)")
+    group.add_argument("--json", type=pathlib.Path, default=None,
+                       help="also write {kind: {size: {row: images/s}}} to this file (merged)")
+    group.add_argument("--lane-sizes", default=DEFAULT_SIZES,
+                       help=f"HxW of the files, comma-separated (default {DEFAULT_SIZES})")
+    group.add_argument("--lane-files", type=int, default=96,
+                       help="files per size; a quarter of it for sizes over 2 megapixels (default 96)")
+    group.add_argument("--lane-length", type=int, default=512,
+                       help="images per epoch; a quarter (at least 256) over 2 megapixels (default 512)")
+    group.add_argument("--lane-rounds", type=int, default=3,
+                       help="timed epochs of every row, interleaved (default 3)")
+    group.add_argument("--lane-dali", type=pathlib.Path, default=None,
+                       help="a Python with nvidia-dali-cuda120 (e.g. a venv's bin/python): adds "
+                            "DALI's CPU pipeline as the dali_cpu row (bench/dali_epoch.py)")
+    group.add_argument("--lane-host-normalize", action="store_true",
+                       help="without a GPU, normalise each batch to float32 on the host too")
+
+
+def _sizes(text: str) -> list[tuple[int, int]]:
+    sizes = []
+    for item in text.split(","):
+        height, _, width = item.strip().partition("x")
+        sizes.append((int(height), int(width)))
+    return sizes
+
+
+def _files(args: argparse.Namespace, source: images.ImageSource, height: int, width: int,
+           count: int) -> pathlib.Path:
+    """The ImageFolder tree of ``count`` files of height x width for this kind."""
+    if source.kind == "real" and args.photos is not None:
+        sources = sorted(path for path in args.photos.rglob("*")
+                         if path.suffix.lower() in images.JPEG_SUFFIXES)
+        folder = args.cache / f"lane-{args.photos.name}-{height}x{width}-q{args.quality}-seed{args.seed}"
+        photos.write_photo_folder(folder, sources, count, height, width, classes=images.CLASSES,
+                                  quality=args.quality, subsampling=args.subsampling,
+                                  seed=args.seed, progressive=False)
+        return folder
+    return pathlib.Path(source.files(height, width, count).description["folder"])
+
+
+def _transform() -> v2.Compose:
+    return v2.Compose([v2.RandomResizedCrop(SIZE), v2.RandomHorizontalFlip()])
+
+
+class _TrainingStepOnHost:
+    """What a training step does with a batch before the model: copy it into a reused pinned
+    buffer (a plain one without CUDA), send it to the GPU and normalise it there; on a machine
+    without a GPU the normalisation runs on the host only with ``host_normalize`` (it then costs
+    more than the decode: 64 x 3 x 224 x 224 to float32 is about 0.1 s on one core)."""
+
+    def __init__(self, host_normalize: bool) -> None:
+        self.cuda = torch.cuda.is_available()
+        self.buffer = torch.empty((BATCH, 3, SIZE, SIZE), dtype=torch.uint8, pin_memory=self.cuda)
+        self.normalize = NormalizeBatch(MEAN, STD)
+        self.host_normalize = host_normalize
+
+    def __call__(self, batch: Any) -> None:
+        images_in = batch[0]
+        target = self.buffer[:images_in.shape[0]]
+        target.copy_(images_in)
+        if self.cuda:
+            self.normalize(target.to("cuda", non_blocking=True))
+            torch.cuda.synchronize()
+        elif self.host_normalize:
+            self.normalize(target)
+
+
+def _ceiling(tree: pathlib.Path, length: int, seed: int) -> loaders.Runner:
+    """``length`` windows decoded by the batched call on 2 threads, bytes and windows ready."""
+    paths = sorted(tree.glob("*/*.jpg"))
+    tensors = images.as_tensors(paths)
+    generator = torch.Generator().manual_seed(seed)
+    order = torch.randint(0, len(tensors), (length,), generator=generator).tolist()
+    crop = v2.RandomResizedCrop(SIZE)
+    plan = [(tensors[i], sampling.random_resized_crop(crop, tensors[i])) for i in order]
+    batches = [plan[start:start + BATCH] for start in range(0, length, BATCH)]
+
+    def run() -> tuple[int, int]:
+        start = time.perf_counter_ns()
+        for batch in batches:
+            custom_op.decode_and_crop_jpeg_batch([data for data, _ in batch],
+                                                 [box for _, box in batch], size=SIZE,
+                                                 num_threads=WORKERS)
+        return length, time.perf_counter_ns() - start
+    return run
+
+
+def _dali_runner(python: pathlib.Path, tree: pathlib.Path, length: int) -> loaders.Runner:
+    """DALI's CPU pipeline in its own process (its own venv), an epoch per request."""
+    import subprocess
+
+    script = pathlib.Path(__file__).with_name("dali_epoch.py")
+    process = subprocess.Popen([str(python), str(script), str(tree), str(BATCH), str(WORKERS),
+                                str(length)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+
+    def run() -> tuple[int, int]:
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        reply = process.stdout.readline().split()
+        if len(reply) != 2:
+            raise RuntimeError(f"bench/dali_epoch.py stopped (exit status {process.poll()})")
+        return int(reply[0]), int(reply[1])
+    run.process = process  # type: ignore[attr-defined]
+    return run
+
+
+def _stop(process: Any) -> None:
+    """Ends the DALI process: stdin closed, then killed if it has not left within 30 s."""
+    import subprocess
+
+    process.stdin.close()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _runners(tree: pathlib.Path, length: int, seed: int,
+             host_normalize: bool) -> dict[str, loaders.Runner]:
+    consumer = _TrainingStepOnHost(host_normalize)
+    folder = JpegFolder(str(tree), transform=_transform())
+    torchvision_folder = torchvision.datasets.DatasetFolder(
+        str(tree), lambda path: decode_jpeg(read_file(path)), extensions=(".jpg",),
+        transform=_transform())
+
+    def per_image(dataset) -> DataLoader:
+        return DataLoader(dataset, batch_size=BATCH, num_workers=WORKERS, persistent_workers=True,
+                          sampler=RandomSampler(dataset, num_samples=length))
+
+    def batches() -> BatchSampler:
+        return BatchSampler(RandomSampler(folder, num_samples=length), BATCH, drop_last=False)
+
+    lane = BatchLane(JpegFolder(str(tree)), _transform())
+    return {
+        "lane_workers": loaders.epoch_runner(
+            lane_dataloader(lane, batches(), num_workers=WORKERS, persistent_workers=True), consumer),
+        "lane_threads": loaders.epoch_runner(lane_threads(lane, batches(), threads=WORKERS),
+                                             consumer),
+        "per_sample": loaders.epoch_runner(per_image(folder), consumer),
+        "torchvision_uint8": loaders.epoch_runner(per_image(torchvision_folder), consumer),
+        "ceiling": _ceiling(tree, length, seed),
+    }
+
+
+def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
+              width: int) -> dict[str, Any]:
+    large = height * width > 2_000_000
+    files = max(8, args.lane_files // 4) if large else args.lane_files
+    # At least 4 batches an epoch: with 2 loaders, 1.5 batches leave one idle half the epoch.
+    length = max(4 * BATCH, args.lane_length // 4) if large else args.lane_length
+    tree = _files(args, source, height, width, files)
+    torch.manual_seed(args.seed)
+    runners = _runners(tree, length, args.seed, args.lane_host_normalize)
+    if args.lane_dali is not None:
+        runners["dali_cpu"] = _dali_runner(args.lane_dali, tree, length)
+    try:
+        timed = loaders.time_interleaved(runners, args.lane_rounds)
+    finally:
+        if "dali_cpu" in runners:
+            _stop(runners["dali_cpu"].process)
+    del runners  # stops the persistent workers
+    rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
+            for name in (*ROWS, "dali_cpu") if name in timed["per_round"]]
+    rate = {row["config"]: row["median_images_per_s"] for row in rows}
+    for row in rows:
+        row["vs_ceiling"] = row["median_images_per_s"] / rate["ceiling"]
+        row["vs_torchvision_uint8"] = row["median_images_per_s"] / rate["torchvision_uint8"]
+        row["vs_per_sample"] = row["median_images_per_s"] / rate["per_sample"]
+    return {"height": height, "width": width, "files": files, "length": length, "tree": str(tree),
+            "round_orders": timed["orders"], "configs": rows}
+
+
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    """Every size of this kind, each timed interleaved; rows with ratios; --json merged."""
+    sizes = {f"{height}x{width}": _run_size(args, source, height, width)
+             for height, width in _sizes(args.lane_sizes)}
+    if args.json is not None:
+        _merge_json(args.json, source.kind, sizes)
+    return {"config": {"images": source.kind, "size": SIZE, "batch_size": BATCH,
+                       "workers": WORKERS, "rounds": args.lane_rounds,
+                       "consumer": ("pinned copy, GPU normalise" if torch.cuda.is_available() else
+                                    "copy, host normalise" if args.lane_host_normalize else
+                                    "copy (no GPU: normalise skipped)"),
+                       "photos": str(args.photos) if args.photos else None},
+            "sizes": sizes, "targets": _targets(sizes)}
+
+
+def _merge_json(path: pathlib.Path, kind: str, sizes: dict[str, Any]) -> None:
+    existing = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    existing[kind] = {size: {row["config"]: round(row["median_images_per_s"], 1)
+                             for row in result["configs"]} for size, result in sizes.items()}
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(existing, indent=2), encoding="utf-8")
+    temporary.replace(path)
+
+
+def _targets(sizes: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 25's targets: lane >= 90% of the ceiling, >= 1.5x torchvision uint8 at 500x375,
+    and no slower than per-sample, at every size."""
+    targets = []
+    for size, result in sizes.items():
+        rows = {row["config"]: row for row in result["configs"]}
+        best = max(rows["lane_workers"]["median_images_per_s"], rows["lane_threads"]["median_images_per_s"])
+        checks = [(f"{size}: best lane >= 90% of the ceiling", 0.9,
+                   best / rows["ceiling"]["median_images_per_s"]),
+                  (f"{size}: best lane >= per-sample", 1.0,
+                   best / rows["per_sample"]["median_images_per_s"])]
+        if size == "375x500":
+            checks.append((f"{size}: best lane >= 1.5x torchvision uint8", 1.5,
+                           best / rows["torchvision_uint8"]["median_images_per_s"]))
+        targets += [{"target": text, "required": required, "measured": measured,
+                     "holds": measured >= required} for text, required, measured in checks]
+    return targets
+
+
+def format_table(result: dict[str, Any]) -> str:
+    config = result["config"]
+    lines = [f"Batch lane on {config['images']} files: RandomResizedCrop({config['size']}) + flip, "
+             f"uint8, batch {config['batch_size']}, {config['workers']} workers / threads; "
+             f"pipelines feed a training step ({config['consumer']}); median of "
+             f"{config['rounds']} interleaved epochs"]
+    headers = ["row", "images/s", "min", "max", "spread", "vs ceiling", "vs tv uint8", "vs per-sample"]
+    for size, sized in result["sizes"].items():
+        rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_ceiling"]),
+                 report.format_ratio(row["vs_torchvision_uint8"]),
+                 report.format_ratio(row["vs_per_sample"])] for row in sized["configs"]]
+        lines += ["", f"{size} ({sized['files']} files, {sized['length']} images per epoch):",
+                  report.markdown_table(headers, rows, right=[False] + [True] * 7)]
+    lines += ["Targets:", *report.format_targets(result["targets"])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    report.standalone_main(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+"""Where the batch lane's samples come from: a JpegFolder, Hugging Face rows, tar shard samples.
+
+Each source turns a batch's indices into :class:`LaneSample` s: the image as
+the per-sample pipeline reads it (an EncodedJpeg for a JPEG, the decoded
+image for anything else), the label, and the name errors carry. A file that
+cannot be read becomes a sample with its error, for the lane's ``on_error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .._encoded_jpeg import DecodeOptions
+from .._errors import JpegDecodeError
+from ._batch_lane import LaneSample
+from ._folder import ON_ERROR_POLICIES, JpegFolder
+from ._huggingface import hf_image
+
+__all__ = ["HfRows", "lane_source", "tar_lane_samples"]
+
+
+class _FolderSource:
+    """A JpegFolder's files and labels (its transform is the lane's business, not used here)."""
+
+    def __init__(self, folder: JpegFolder) -> None:
+        self.folder = folder
+        self.on_error = folder.on_error
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:
+        samples = []
+        for index in indices:
+            path, target = self.folder.samples[index]
+            if self.folder.target_transform is not None:
+                target = self.folder.target_transform(target)
+            try:
+                samples.append(LaneSample(self.folder.loader(path), target, path))
+            except JpegDecodeError as error:
+                samples.append(LaneSample(None, target, path, error))
+        return samples
+
+
+class HfRows:
+    """A Hugging Face ``datasets.Dataset`` of images as a batch lane source.
+
+    The rows are fetched a batch at a time (``dataset[indices]``); each
+    row's ``column`` (an ``Image(decode=False)`` column, or JPEG bytes)
+    goes through :func:`custom_op.datasets.hf_image`, its ``label_column``
+    is the label.
+
+    Args:
+        dataset: A map-style ``datasets.Dataset`` (parquet files loaded with
+            ``load_dataset("parquet", ...)``), its image column cast to
+            ``Image(decode=False)``.
+        column: The image column.
+        label_column: The label column.
+        on_error: The lane's default policy (see :class:`BatchLane`).
+        decode_options: ``mode``, ``strict``, ... (see :class:`custom_op.EncodedJpeg`).
+
+    Raises:
+        ValueError: ``on_error`` is not a policy, or a column is missing.
+        TypeError: an unknown decode option.
+
+    Example:
+        >>> rows = HfRows(train.cast_column("image", Image(decode=False)))
+        >>> lane = BatchLane(rows, v2.Compose([v2.RandomResizedCrop(224)]))
+    """
+
+    def __init__(self, dataset: Any, column: str = "image", label_column: str = "label", *,
+                 on_error: str = "raise", **decode_options: Any) -> None:
+        if on_error not in ON_ERROR_POLICIES:
+            raise ValueError(f"HfRows: on_error must be one of {ON_ERROR_POLICIES}, got {on_error!r}")
+        names = getattr(dataset, "column_names", None)
+        for name in (column, label_column):
+            if names is not None and name not in names:
+                raise ValueError(f"HfRows: no column {name!r}; the columns are {sorted(names)}")
+        self.dataset, self.column, self.label_column = dataset, column, label_column
+        self.on_error = on_error
+        self.options = DecodeOptions.checked("HfRows", **decode_options)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:
+        rows = self.dataset[list(indices)]
+        samples = []
+        for index, value, label in zip(indices, rows[self.column], rows[self.label_column]):
+            path = value.get("path") if isinstance(value, dict) else None
+            name = path or f"row {index}"
+            try:
+                samples.append(LaneSample(hf_image(value, self.options, source=name), label, name))
+            except JpegDecodeError as error:
+                samples.append(LaneSample(None, label, name, error))
+        return samples
+
+
+def lane_source(source: Any) -> Any:
+    """What the lane reads from: a JpegFolder adapted, anything with ``lane_samples`` as is."""
+    if isinstance(source, JpegFolder):
+        return _FolderSource(source)
+    if source is None or hasattr(source, "lane_samples"):
+        return source
+    raise TypeError(f"BatchLane: the source must be a JpegFolder, an HfRows, or None for tar "
+                    f"shard samples, got {type(source).__name__}")
+
+
+def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
+                     options: Optional[DecodeOptions] = None) -> list[LaneSample]:
+    """webdataset samples (``__key__``, ``__url__`` and member bytes) as LaneSamples."""
+    lane_samples = []
+    for sample in samples:
+        name = f"{sample.get('__url__', '<tar>')}: member {sample['__key__']}.{image_key}"
+        label = int(sample[label_key]) if label_key in sample else None
+        try:
+            # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
+            image = hf_image(sample[image_key], options or DecodeOptions(), source=name)
+            lane_samples.append(LaneSample(image, label, name))
+        except JpegDecodeError as error:
+            lane_samples.append(LaneSample(None, label, name, error))
+    return lane_samples
