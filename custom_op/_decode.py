@@ -268,7 +268,10 @@ def decode_and_crop_jpeg(
     _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    # The registered operator, which torch.compile traces; bytes become a tensor over them.
+    if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
+        return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
+                                       seek, True, contiguous, memory)
+    # The public operator, which torch.compile traces (custom_op/_ops.py).
     return _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits, seek,
                      contiguous, memory)
 
@@ -385,8 +388,13 @@ def decode_and_resized_crop_jpeg(
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    # The registered operator, which torch.compile traces; the kernel chooses the DCT scale
-    # (SCALE_AUTO), so no comparison of symbolic sizes in Python specializes the graph.
+    # The kernel chooses the DCT scale (SCALE_AUTO), so no comparison of symbolic sizes in
+    # Python specializes a graph.
+    if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
+        return _C.decode_and_resized_crop_jpeg(encoded, y, x, height, width, out_height,
+                                               out_width, SCALE_AUTO, antialias, mode_code,
+                                               strict, *limits, seek, contiguous, memory)
+    # The public operator, which torch.compile traces (custom_op/_ops.py).
     return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
                              SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
                              memory)

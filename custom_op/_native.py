@@ -97,9 +97,15 @@ def _held(value):
     return value
 
 
+#: The operators' handles by name, looked up once (a lookup on torch.ops costs a microsecond).
+_overloads: dict = {}
+
+
 def call(name: str, *args):
     """Calls the operator ``torch.ops.custom_op.<name>``, its errors given their Python types."""
-    operator = getattr(ops(), name).default
+    operator = _overloads.get(name)
+    if operator is None:
+        operator = _overloads.setdefault(name, getattr(ops(), name).default)
     try:
         return operator(*[_held(arg) for arg in args])
     except RuntimeError as error:
