@@ -76,14 +76,16 @@ def _native_build() -> dict:
                 _fail(f"cannot build the native extension. {missing}")
             extension = self.extensions[0]
             for field, values in arguments.items():
-                if field != "sources":
+                if field != "sources" and isinstance(values, list):  # py_limited_api is set below
                     getattr(extension, field).extend(values)
             super().run()
 
     # run() adds libjpeg-turbo's folders and our flags, so that library
     # discovery (which runs pkg-config) and its errors happen only when
     # something is built, not when pip asks for metadata.
-    extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES])
+    # py_limited_api: an abi3 module (custom_op/_build_config.py, the binding on torch's stable ABI).
+    extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES],
+                             py_limited_api=True)
     return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
 
 
