@@ -122,12 +122,12 @@ def _native_build() -> dict:
     # run() adds libjpeg-turbo's folders and our flags, so that library
     # discovery (which runs pkg-config) and its errors happen only when
     # something is built, not when pip asks for metadata.
-    extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES])
-    native = {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable}}
-    abi_tag = getattr(config, "PYTHON_ABI_TAG", None)
-    if abi_tag == "abi3":  # One module for every CPython from the floor on: tag the wheel so.
-        native["options"] = {"bdist_wheel": {"py_limited_api": "cp310"}}  # torch: 3.10
-    return native
+    # py_limited_api: an abi3 module (custom_op/_build_config.py, the binding on torch's stable ABI).
+    extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES],
+                             py_limited_api=True)
+    # One module for every CPython from torch's floor (3.10) on: the wheel is tagged so.
+    return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable},
+            "options": {"bdist_wheel": {"py_limited_api": "cp310"}}}
 
 
 setup(**_native_build())

@@ -18,7 +18,7 @@ Failures are remembered. A failed build leaves ``<key>.failed`` beside its
 log ``<key>.log``; every later attempt for the same key, in any process, with
 the same compiler settings, raises the same ImportError at once instead of
 compiling again (eight DataLoader workers must not mean eight failed
-compiles). Changing the key (sources, torch, libjpeg prefix) or the compiler
+compiles). Changing the key (sources, flags, libjpeg prefix) or the compiler
 settings (CC, CXX, flags, PATH), removing the marker, or running
 ``python -m custom_op.build`` tries again.
 """
@@ -107,8 +107,8 @@ def _remove_stale_temporaries(root: Path, key: str) -> None:
 
 
 def _compile(root: Path, key: str, target: Path) -> None:
-    log(f"building the native extension in {root / key} (once per environment and torch "
-        "version) ...")
+    log(f"building the native extension in {root / key} (once per environment: it serves "
+        "every torch from its stable-ABI target on) ...")
     started = time.monotonic()
     log_path = root / f"{key}.log"
     work = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import operator
 from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
 from . import _native as _C
 from . import _ops
-
-#: What ``data`` may be: the encoded file's bytes.
-JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  # noqa: F821
-
-MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
+# The checks live in _arguments; their names stay importable from here (other modules do).
+from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,  # noqa: F401
+                         _as_size, _as_window, _check_flags, _check_out, _normalize_mode,
+                         mode_name)
 
 #: What every JPEG file starts with: SOI (FF D8), then another marker's FF. The datasets and
 #: prepare tell JPEG files by it rather than by name (ImageNet's n02105855_2933.JPEG is a PNG).
@@ -27,112 +25,6 @@ DEFAULT_MAX_SCANS = 256
 #: the module here would need the extension built before anything imports.
 DEFAULT_MAX_MEMORY = 256 << 20
 
-_INT32_MAX = 2**31 - 1
-
-
-def mode_name(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -> str:  # noqa: F821
-    """The canonical name of ``mode``: "rgb", "gray" or "unchanged".
-
-    Accepts the names in any case, and torchvision.io.ImageReadMode's RGB, GRAY
-    and UNCHANGED (recognised by name, so that custom_op need not import
-    torchvision).
-    """
-    if type(mode).__name__ == "ImageReadMode" and type(mode).__module__.startswith("torchvision"):
-        if mode.name.lower() not in MODES:
-            raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case) or "
-                             f"ImageReadMode.RGB, GRAY or UNCHANGED, got {mode}")
-        return mode.name.lower()
-    if not isinstance(mode, str):
-        raise TypeError(f"{function}(): mode must be a str, one of {sorted(MODES)}, or a "
-                        f"torchvision.io.ImageReadMode, got {type(mode).__name__}")
-    if mode.lower() not in MODES:
-        raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case), "
-                         f"got {mode!r}")
-    return mode.lower()
-
-
-def _normalize_mode(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -> int:  # noqa: F821
-    return MODES[mode_name(function, mode)]
-
-
-def _as_encoded(data: JpegData, function: str) -> torch.Tensor | memoryview:
-    """Checks ``data`` and returns it as a tensor or a byte memoryview, without a copy."""
-    if isinstance(data, torch.Tensor):
-        if data.dtype != torch.uint8:
-            raise TypeError(f"{function}(): data must be a uint8 tensor, got dtype {data.dtype}")
-        if data.dim() != 1:
-            raise ValueError(f"{function}(): data must be a 1-D tensor, got shape {tuple(data.shape)}")
-        if data.device.type != "cpu":
-            raise ValueError(f"{function}(): data must be on the CPU, got device {data.device}")
-        if not data.is_contiguous():
-            raise ValueError(f"{function}(): data must be contiguous, got stride {data.stride()}; "
-                             "call .contiguous() first")
-        return data
-    try:
-        view = memoryview(data)
-    except TypeError:
-        raise TypeError(f"{function}(): data must be a 1-D uint8 torch.Tensor, bytes, bytearray, "
-                        f"memoryview or numpy array, got {type(data).__name__}") from None
-    if view.format not in ("B", "b", "c") or view.itemsize != 1:
-        dtype = getattr(data, "dtype", view.format)
-        raise TypeError(f"{function}(): data must hold uint8 bytes, got {dtype}")
-    if view.ndim != 1:
-        raise ValueError(f"{function}(): data must be 1-D, got shape {view.shape}")
-    if not view.c_contiguous:
-        raise ValueError(f"{function}(): data must be contiguous")
-    return view
-
-
-def _as_int(function: str, name: str, value: int, minimum: int) -> int:
-    """``value`` checked as an int >= minimum.
-
-    An int passes as it is, and so does a size that torch.compile made
-    symbolic (Dynamo presents a SymInt as an int): comparing it guards on a
-    range only, where operator.index would fix its value and recompile for
-    every new window. Other integer types (numpy's) go through operator.index.
-    """
-    if isinstance(value, bool):
-        raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
-    if isinstance(value, (int, torch.SymInt)):
-        number = value
-    else:
-        try:
-            number = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__} "
-                            f"{value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{function}(): {name} must be >= {minimum}, got {number}")
-    if number > _INT32_MAX:
-        raise ValueError(f"{function}(): {name}={number} is beyond any JPEG's size (at most 65535)")
-    return number
-
-
-def _as_window(function: str, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
-               *, prefix: str = "") -> tuple[int, int, int, int]:
-    """Checks a window's four ints; ``prefix`` qualifies their names in messages."""
-    return (_as_int(function, f"{prefix}crop_y", crop_y, 0),
-            _as_int(function, f"{prefix}crop_x", crop_x, 0),
-            _as_int(function, f"{prefix}crop_height", crop_height, 1),
-            _as_int(function, f"{prefix}crop_width", crop_width, 1))
-
-
-def _check_flags(function: str, **flags: bool) -> None:
-    for flag, value in flags.items():
-        if not isinstance(value, bool):
-            raise TypeError(f"{function}(): {flag} must be a bool, got {type(value).__name__}")
-
-
-def _as_limit(function: str, name: str, value: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{function}(): {name} must be an int, got {type(value).__name__}") from None
-    if number < 1 or number > 2**62:
-        raise ValueError(f"{function}(): {name} must be between 1 and 2**62, got {number}")
-    return number
 
 
 def jpeg_size(data: JpegData) -> tuple[int, int, int]:
@@ -268,7 +160,10 @@ def decode_and_crop_jpeg(
     _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    # The registered operator, which torch.compile traces; bytes become a tensor over them.
+    if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
+        return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
+                                       seek, True, contiguous, memory)
+    # The public operator, which torch.compile traces (custom_op/_ops.py).
     return _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits, seek,
                      contiguous, memory)
 
@@ -289,21 +184,6 @@ def libjpeg_version() -> str:
 SCALE_NUMERATORS = (1, 2, 4, 8)
 #: The scale argument that lets the kernel choose by the rule (csrc/scale_rule.h, kScaleAuto).
 SCALE_AUTO = 0
-
-
-def _as_size(function: str, size: Union[int, Tuple[int, int]]) -> tuple[int, int]:
-    if isinstance(size, (int, torch.SymInt)) and not isinstance(size, bool):
-        pair = (size, size)
-    elif isinstance(size, (tuple, list)) and len(size) == 2:
-        pair = tuple(size)
-    else:
-        raise TypeError(f"{function}(): size must be an int or a (height, width) pair, got {size!r}")
-    height = _as_int(function, "size[0]", pair[0], 1)
-    width = _as_int(function, "size[1]", pair[1], 1)
-    if not isinstance(height, torch.SymInt) and not isinstance(width, torch.SymInt) \
-            and max(height, width) > 65535:  # symbolic sizes: the fake kernel checks this
-        raise ValueError(f"{function}(): size={size!r} is larger than 65535")
-    return height, width
 
 
 def choose_scale(crop_height: float, crop_width: float, size: tuple[int, int],
@@ -385,45 +265,16 @@ def decode_and_resized_crop_jpeg(
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
-    # The registered operator, which torch.compile traces; the kernel chooses the DCT scale
-    # (SCALE_AUTO), so no comparison of symbolic sizes in Python specializes the graph.
+    # The kernel chooses the DCT scale (SCALE_AUTO), so no comparison of symbolic sizes in
+    # Python specializes a graph.
+    if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
+        return _C.decode_and_resized_crop_jpeg(encoded, y, x, height, width, out_height,
+                                               out_width, SCALE_AUTO, antialias, mode_code,
+                                               strict, *limits, seek, contiguous, memory)
+    # The public operator, which torch.compile traces (custom_op/_ops.py).
     return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
                              SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
                              memory)
-
-
-def _as_boxes(function: str, boxes, count: int) -> list[int]:
-    """Flattens N windows (a list of 4-sequences or an N x 4 integer tensor) to 4N ints."""
-    if isinstance(boxes, torch.Tensor):
-        if boxes.dtype.is_floating_point or boxes.dtype == torch.bool or boxes.dim() != 2 \
-                or boxes.shape[1] != 4:
-            raise TypeError(f"{function}(): boxes must be an N x 4 integer tensor, got "
-                            f"{boxes.dtype} of shape {tuple(boxes.shape)}")
-        boxes = boxes.tolist()
-    boxes = list(boxes)
-    if len(boxes) != count:
-        raise ValueError(f"{function}(): got {count} images but {len(boxes)} boxes")
-    flat = []
-    for index, box in enumerate(boxes):
-        if len(box) != 4:
-            raise ValueError(f"{function}(): box {index} must be (crop_y, crop_x, crop_height, "
-                             f"crop_width), got {box!r}")
-        flat.extend(_as_window(function, *box, prefix=f"boxes[{index}]."))
-    return flat
-
-
-def _check_out(function: str, out: torch.Tensor, stackable: bool, shape: tuple,
-               memory_format: torch.memory_format) -> None:
-    """TypeError/ValueError naming what is wrong with a caller's ``out`` buffer."""
-    if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.device.type != "cpu":
-        raise TypeError(f"{function}(): out must be a uint8 CPU tensor, got "
-                        f"{getattr(out, 'dtype', type(out).__name__)} on "
-                        f"{getattr(out, 'device', '-')}")
-    if not stackable:
-        raise ValueError(f"{function}(): out needs size and mode 'rgb' or 'gray' (a stacked result)")
-    if tuple(out.shape) != shape or not out.is_contiguous(memory_format=memory_format):
-        raise ValueError(f"{function}(): out must be {list(shape)} in {memory_format}, got "
-                         f"{list(out.shape)} with strides {out.stride()}")
 
 
 def decode_and_crop_jpeg_batch(

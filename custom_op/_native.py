@@ -79,11 +79,35 @@ def module():
     return sys.modules.get(_loader.MODULE_NAME) or _loader.load_extension()
 
 
+def _held(value):
+    """A tensor argument as a new tensor over the same storage (``detach``, about a microsecond).
+
+    torch runs the kernel with the GIL released; meanwhile another thread may
+    ``set_()`` the caller's tensor, which frees its bytes if nothing else holds
+    them. The stable ABI has no handle on a storage, so the call holds this
+    alias instead, made while this thread still has the GIL: its storage is
+    the one the kernel reads, whatever happens to the caller's tensor.
+    (``resize_()`` in place, or writing to the bytes, remains the caller's
+    business, as for every PyTorch operator.)
+    """
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, list) and value and isinstance(value[0], torch.Tensor):
+        return [tensor.detach() for tensor in value]
+    return value
+
+
+#: The operators' handles by name, looked up once (a lookup on torch.ops costs a microsecond).
+_overloads: dict = {}
+
+
 def call(name: str, *args):
     """Calls the operator ``torch.ops.custom_op.<name>``, its errors given their Python types."""
-    operator = getattr(ops(), name).default
+    operator = _overloads.get(name)
+    if operator is None:
+        operator = _overloads.setdefault(name, getattr(ops(), name).default)
     try:
-        return operator(*args)
+        return operator(*[_held(arg) for arg in args])
     except RuntimeError as error:
         raise translate(error) from None
 

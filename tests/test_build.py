@@ -106,20 +106,33 @@ def test_warm_first_call_loads_without_building(built):
     assert code == 0 and BUILD_LINE not in output, output
 
 
-def test_import_loads_nothing_native(tmp_path):
-    """Pure-Python parts import, and transforms are built, with no build and no compiler."""
+def test_import_in_a_cold_checkout_builds_nothing_and_defines_the_operators(tmp_path):
+    """Pure-Python parts import, and transforms are built, with no build and no compiler; the
+    public operators exist all the same (defined in Python, their kernels build on first use)."""
     attempts = tmp_path / "attempts"
     fake = _fake_compiler(tmp_path, attempts)
     code, output = _run(tmp_path / "empty", textwrap.dedent("""\
-        import sys
+        import sys, torch
         import custom_op, custom_op.datasets, custom_op.transforms
         custom_op.transforms.RandomCropJPEG(8)
-        print(repr(custom_op._C), "custom_op._C" in sys.modules)
+        ops = torch.ops.custom_op
+        print(hasattr(ops, "decode_and_crop_jpeg"), hasattr(ops, "decode_and_resized_crop_jpeg"),
+              "custom_op._C" in sys.modules)
         """), timeout=120, CC=str(fake), CXX=str(fake))
     assert code == 0, output
-    assert "(not loaded yet)> False" in output
+    assert "True True False" in output
     assert BUILD_LINE not in output and not attempts.exists()
     assert not (tmp_path / "empty").exists()
+
+
+def test_import_loads_an_existing_build(built):
+    """With a build for the key, ``import custom_op`` loads it (its operators registered), and
+    starts no build."""
+    code, output = _run(built, textwrap.dedent("""\
+        import sys, torch, custom_op
+        print("custom_op._C" in sys.modules, hasattr(torch.ops.custom_op, "_decode_batch"))
+        """), timeout=120)
+    assert code == 0 and "True True" in output and BUILD_LINE not in output, output
 
 
 def test_warm_first_call_starts_no_process(built):
@@ -318,18 +331,43 @@ def test_build_key_starts_no_process_and_ignores_the_compiler(monkeypatch):
     assert _loader.current_build_key() == key
 
 
-def test_build_key_covers_torch_version_and_abi():
-    base = _build_config.build_key("2.14.1", "abc", True)
-    assert _build_config.build_key("2.14.1", "abc", True) == base
-    assert _build_config.build_key("2.14.2", "abc", True) != base
-    assert _build_config.build_key("2.14.1", "abd", True) != base
-    assert _build_config.build_key("2.14.1", "abc", False) != base
+def test_build_key_does_not_depend_on_torch(monkeypatch):
+    """The module is on torch's stable ABI: another torch version loads the same build."""
+    import torch
+
+    base = _build_config.build_key()
+    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
+    monkeypatch.setattr(torch.version, "git_version", "0" * 40)
+    monkeypatch.setattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False, raising=False)
+    assert _build_config.build_key() == base == _loader.current_build_key()
+
+
+def test_build_key_covers_the_stable_abi_target(monkeypatch):
+    base = _build_config.build_key()
+    assert ("TORCH_TARGET_VERSION", "0x020b000000000000") in _build_config.define_macros(base)
+    monkeypatch.setattr(_build_config, "TORCH_TARGET_VERSION", (2, 12))
+    assert _build_config.build_key() != base
 
 
 def test_build_key_covers_the_jpeg_prefix(monkeypatch, tmp_path):
-    base = _build_config.build_key("2.14.1", "abc", True)
+    base = _build_config.build_key()
     monkeypatch.setenv("CUSTOM_OP_JPEG_PREFIX", str(tmp_path))
-    assert _build_config.build_key("2.14.1", "abc", True) != base
+    assert _build_config.build_key() != base
+
+
+def test_module_is_abi3_and_uses_only_torch_c_shims(built):
+    """One binary for every torch and CPython: the module is named abi3 and imports no C++
+    symbol of torch's (only the stable C shims, aoti_torch_* and torch_*) and no CPython
+    symbol outside the limited API's functions."""
+    [module] = _built_modules(built)
+    assert module.name == "_C.abi3.so"
+    done = subprocess.run(["nm", "-D", "--undefined-only", str(module)], capture_output=True,
+                          text=True, check=True)
+    symbols = [line.split()[-1] for line in done.stdout.splitlines()]
+    torch_cxx = [s for s in symbols if s.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch", "_ZNK3c10",
+                                                     "_ZNK2at", "_ZN8pybind11"))]
+    assert torch_cxx == []
+    assert any(s.startswith("torch_call_dispatcher") for s in symbols)
 
 
 def test_build_key_covers_every_header():

@@ -5,6 +5,9 @@
   behaviour under AOT dispatch with dynamic shapes.
 - A function that takes a file's bytes as a uint8 tensor, decodes a window,
   converts and normalises compiles with ``fullgraph=True`` and equals eager.
+- 50 random windows (and output sizes) share one graph with ``dynamic=True``
+  and at most two without (automatic dynamic), under ``fullgraph=True``: the
+  window's ints stay symbolic and the kernel chooses the DCT scale.
 - Errors keep their Python types and messages through the operator, eager and
   compiled: JpegDecodeError, ValueError, TypeError, MemoryError.
 - NormalizeBatch compiles with fullgraph; an EncodedJpeg refuses size queries
@@ -105,6 +108,87 @@ def test_fullgraph_compile_of_each_mode_and_layout(tensors, mode: str, contiguou
         assert torch.equal(compiled(tensors[file]), decode_resize_scale(tensors[file]))
 
 
+def _random_windows(count: int, height: int, width: int, seed: int):
+    """``count`` random (crop_y, crop_x, crop_height, crop_width, out_height, out_width).
+
+    Sides from 2: torch specializes a size of exactly 1 (its 0/1 rule), so a
+    1-pixel side gets a graph of its own, whatever custom_op does.
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        crop_height, crop_width = int(rng.integers(2, height + 1)), int(rng.integers(2, width + 1))
+        yield (int(rng.integers(0, height - crop_height + 1)),
+               int(rng.integers(0, width - crop_width + 1)), crop_height, crop_width,
+               int(rng.integers(2, 300)), int(rng.integers(2, 300)))
+
+
+def _crop_mean(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width):
+    return custom_op.decode_and_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width).float().mean()
+
+
+def _resized_mean(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width):
+    resized = custom_op.decode_and_resized_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width,
+                                                     (out_height, out_width))
+    return resized.float().mean()
+
+
+@pytest.mark.parametrize("function", [_crop_mean, _resized_mean], ids=["crop", "resized"])
+@pytest.mark.parametrize(("dynamic", "most_graphs"), [(True, 1), (None, 2)],
+                         ids=["dynamic", "automatic-dynamic"])
+def test_random_windows_share_one_graph(tensors, function, dynamic, most_graphs: int) -> None:
+    """Issue 24: 10 random windows gave 8 graphs (operator.index fixed each int, the DCT scale
+    was chosen in Python) and fullgraph failed on the 9th. Each call also equals eager."""
+    data = tensors["rgb"]
+    height, width, _ = custom_op.jpeg_size(data)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(function, fullgraph=True, dynamic=dynamic, backend="aot_eager")
+    for window in _random_windows(50, height, width, seed=24):
+        assert torch.equal(compiled(data, *window), function(data, *window)), window
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] <= most_graphs
+
+
+def test_compiled_resize_chooses_the_scale_by_size(tensors) -> None:
+    """One graph serves windows decoded at different DCT scales (the kernel chooses), and each
+    result is the eager one, so the graph did not freeze the first window's scale."""
+    data = tensors["rgb"]
+    torch._dynamo.reset()
+    compiled = torch.compile(_resized_mean, fullgraph=True, dynamic=True, backend="aot_eager")
+    windows = [(0, 0, 256, 256, 30, 30), (0, 0, 64, 64, 30, 30), (0, 0, 200, 200, 150, 150)]
+    assert {custom_op._decode.choose_scale(w[2], w[3], w[4:]) for w in windows} == {1, 4, 8}
+    for window in windows:
+        assert torch.equal(compiled(data, *window), _resized_mean(data, *window)), window
+
+
+def test_fake_kernel_checks_what_the_kernel_checks(tensors) -> None:
+    """A window the kernel refuses without reading the file, the fake refuses too, with the type
+    the kernel's error has (ValueError), so tracing fails as running would."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rest = (0, True, *LIMITS, True, False, 1 << 28)
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(tensors["rgb"])
+        with pytest.raises(ValueError, match=r"crop window \(crop_y=-1"):
+            torch.ops.custom_op.decode_and_crop_jpeg.default(fake, -1, 0, 8, 8, *rest)
+        with pytest.raises(ValueError, match="scale_num must be 1..8"):
+            torch.ops.custom_op.decode_and_resized_crop_jpeg.default(
+                fake, 0, 0, 8, 8, 70000, 8, 0, True, *rest)
+    with pytest.raises(ValueError, match=r"crop window \(crop_y=-1"):
+        torch.ops.custom_op.decode_and_crop_jpeg.default(tensors["rgb"], -1, 0, 8, 8, *rest)
+    with pytest.raises(ValueError, match="scale_num must be 1..8"):
+        torch.ops.custom_op.decode_and_resized_crop_jpeg.default(
+            tensors["rgb"], 0, 0, 8, 8, 70000, 8, 0, True, *rest)
+
+
+def test_operators_exist_right_after_import() -> None:
+    """Issue 24 item 2: torch.ops.custom_op.* raised AttributeError until the first decode."""
+    assert _run_python("""
+import torch, custom_op
+print(torch.ops.custom_op.decode_and_crop_jpeg.default.name(),
+      torch.ops.custom_op.decode_and_resized_crop_jpeg.default.name())
+""") == ["custom_op::decode_and_crop_jpeg custom_op::decode_and_resized_crop_jpeg"]
+
+
 def _decode_errors(call) -> tuple[type, str]:
     with pytest.raises(Exception) as raised:
         call()
@@ -139,7 +223,7 @@ def _run_python(code: str) -> list[str]:
 
 
 def test_first_decode_of_a_process_may_be_inside_a_compiled_function(corpus_by_id) -> None:
-    """Dynamo loads the extension while tracing (custom_op._ops._loaded is a constant to it)."""
+    """The public operators are defined at import; the first call's kernel loads the extension."""
     path = pathlib.Path(__file__).parent / "_compile_first.jpg"  # removed below
     path.write_bytes(corpus_by_id[FILES["rgb"]].data)
     try:

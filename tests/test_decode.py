@@ -588,3 +588,85 @@ def test_one_crop_of_a_533x800_photo_takes_under_a_second(pillow_photo: bytes) -
     elapsed = time.perf_counter() - start
     assert crop.shape == (3, 224, 224)
     assert elapsed < 1.0, f"one 224x224 crop took {elapsed:.3f} s"
+
+
+# --------------------------------------------------------------------------
+# The DCT scale rule (csrc/scale_rule.h), one rule for every path.
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("window", "size", "antialias", "expected"), [
+    ((800, 800), (100, 100), True, 1), ((800, 800), (101, 100), True, 2),
+    ((400, 800), (100, 100), True, 2), ((300, 300), (100, 100), True, 4),
+    ((200, 200), (100, 100), True, 4), ((199, 200), (100, 100), True, 8),
+    ((800, 800), (100, 100), False, 8), ((200.5, 200.0), (100, 100), True, 4),
+])
+def test_choose_scale_is_the_native_rule(window, size, antialias: bool, expected: int) -> None:
+    """The smallest of 1/8, 1/4, 1/2 whose decoded window still covers ``size``, and never a
+    reduced scale without antialias (issue 24 item 5); fractional sides as the grid crops give."""
+    assert custom_op._decode.choose_scale(*window, size, antialias) == expected
+    assert custom_op._C.choose_scale(*window, *size, antialias) == expected
+
+
+def _smooth_photo_like(height: int, width: int) -> bytes:
+    """Low-frequency noise upscaled bicubically, as simplejpeg's generate_image."""
+    small = np.random.default_rng(7).integers(0, 256, (height // 16, width // 16, 3), dtype=np.uint8)
+    image = Image.fromarray(small).resize((width, height), Image.BICUBIC)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("data_kind", ["tensor", "bytes"])
+def test_resize_without_antialias_is_never_dct_scaled(data_kind: str) -> None:
+    """A shrink by 8 without antialias equals torchvision's resized_crop of a full decode bit
+    for bit: it used to be decoded at 1/8 scale (21-22 dB from torchvision, issue 24 item 5)."""
+    from torchvision.transforms.v2 import functional as F
+
+    data = _smooth_photo_like(480, 640)
+    source = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data_kind == "tensor" else data
+    window, size = (16, 24, 400, 560), (50, 70)
+    ours = custom_op.decode_and_resized_crop_jpeg(source, *window, size, antialias=False)
+    reference = F.resized_crop(full_decode(data), *window, list(size), antialias=False)
+    assert torch.equal(ours, reference)
+
+
+def test_batch_applies_the_same_scale_rule() -> None:
+    """The batch lets the kernel choose too: each result equals the single call's, antialiased
+    (reduced scale) or not (full scale)."""
+    data = _smooth_photo_like(480, 640)
+    boxes = [(0, 0, 480, 640), (16, 24, 400, 560)]
+    for antialias in (True, False):
+        batch = custom_op.decode_and_crop_jpeg_batch([data, data], boxes, size=(60, 80),
+                                                     antialias=antialias)
+        for box, result in zip(boxes, batch):
+            single = custom_op.decode_and_resized_crop_jpeg(data, *box, (60, 80),
+                                                            antialias=antialias)
+            assert torch.equal(result, single)
+
+
+def test_two_threads_decode_at_once() -> None:
+    """The operators run with the GIL released (torch.ops releases it): two threads' decodes
+    overlap, which a held GIL would serialise. Checked by the events' order, not by timing:
+    thread B starts and finishes a tiny decode while thread A's long decode is running."""
+    pixels = np.random.default_rng(5).integers(0, 256, (2048, 2048, 3), dtype=np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="JPEG", quality=95, progressive=True)
+    big = torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+    small = _smooth_photo_like(64, 64)
+    custom_op.decode_and_crop_jpeg(big, 0, 0, 8, 8)  # loaded, warm
+    events: list[str] = []
+    started = threading.Event()
+
+    def long_decode() -> None:
+        started.set()
+        custom_op.decode_and_crop_jpeg(big, 0, 0, 2048, 2048)
+        events.append("long done")
+
+    worker = threading.Thread(target=long_decode)
+    worker.start()
+    started.wait()
+    time.sleep(0.005)  # let the worker enter the kernel (a hang guard elsewhere bounds the test)
+    custom_op.decode_and_crop_jpeg(small, 0, 0, 8, 8)
+    events.append("short done")
+    worker.join()
+    assert events == ["short done", "long done"]
