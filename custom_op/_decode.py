@@ -294,9 +294,19 @@ def _as_size(function: str, size: Union[int, Tuple[int, int]]) -> tuple[int, int
     return height, width
 
 
-def choose_scale(crop_height: int, crop_width: int, size: tuple[int, int]) -> int:
-    """The numerator n of the smallest DCT scale n/8 in SCALE_NUMERATORS whose
-    decoded window is still at least ``size`` on both sides."""
+def choose_scale(crop_height: float, crop_width: float, size: tuple[int, int],
+                 antialias: bool) -> int:
+    """The DCT scale numerator n (n/8) a resize of a ``crop_height x crop_width`` window to
+    ``size`` decodes at: the smallest in SCALE_NUMERATORS whose decoded window is still at
+    least ``size`` on both sides, or 8 (full scale) for a resize without antialiasing.
+
+    The one rule for every resized path (the functions, the batch, EncodedJpeg's kernels and
+    pending resizes). Only antialiased resizes scale: a DCT-scaled decode averages blocks,
+    close to the widened filter, while plain bilinear interpolation of a shrink picks two
+    samples out of many, which a scaled decode cannot reproduce (21 dB, 135 levels off).
+    """
+    if not antialias:
+        return 8
     for numerator in SCALE_NUMERATORS:
         if crop_height * numerator >= size[0] * 8 and crop_width * numerator >= size[1] * 8:
             return numerator
@@ -365,7 +375,7 @@ def decode_and_resized_crop_jpeg(
     out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
-    scale_num = choose_scale(height, width, (out_height, out_width))
+    scale_num = choose_scale(height, width, (out_height, out_width), antialias)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
     if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
@@ -455,7 +465,7 @@ def decode_and_crop_jpeg_batch(
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
-    scales = [] if size is None else [choose_scale(flat[4 * i + 2], flat[4 * i + 3], out_size)
+    scales = [] if size is None else [choose_scale(flat[4 * i + 2], flat[4 * i + 3], out_size, antialias)
                                       for i in range(len(encoded))]
     # Every mode but "unchanged" knows its channel count before decoding, so
     # the threads write straight into the stacked result. torch.stack would

@@ -142,7 +142,8 @@ def test_batch_resize_without_scaling_equals_torchvision(files) -> None:
     ((0, 0, 100, 100), (224, 224), 8),  # upscaling
 ])
 def test_scale_choice(window, size, expected: int) -> None:
-    assert choose_scale(window[2], window[3], size) == expected
+    assert choose_scale(window[2], window[3], size, True) == expected
+    assert choose_scale(window[2], window[3], size, False) == 8  # only antialiased resizes scale
 
 
 @pytest.mark.parametrize("mode, channels", [("rgb", 3), ("gray", 1), ("unchanged", 4)])
@@ -151,7 +152,7 @@ def test_public_function_uses_the_chosen_scale(files, mode: str, channels: int) 
     ours = custom_op.decode_and_resized_crop_jpeg(data, *WINDOW, OUT, mode=mode)
     assert ours.shape == (channels, *OUT) and ours.dtype == torch.uint8
     assert ours.permute(1, 2, 0).is_contiguous(), ours.stride()  # a view of HWC memory
-    scale = choose_scale(WINDOW[2], WINDOW[3], OUT)
+    scale = choose_scale(WINDOW[2], WINDOW[3], OUT, True)
     assert scale == 2
     assert torch.equal(ours, resized_at_scale(data, scale, mode))
 
@@ -297,3 +298,15 @@ def test_batch_bad_boxes(mixed, boxes, error, pattern: str) -> None:
 def test_empty_batch(mixed) -> None:
     assert custom_op.decode_and_crop_jpeg_batch([], []) == []
     assert custom_op.decode_and_crop_jpeg_batch([], [], size=4).shape == (0, 3, 4, 4)
+
+
+@pytest.mark.parametrize("window, size", [((13, 21, 200, 280), (48, 64)), ((0, 0, 240, 320), (30, 40))])
+def test_no_antialias_never_scales_and_equals_torchvision(files, window, size) -> None:
+    """Issue 24 item 5: only antialiased resizes may decode at a reduced DCT scale. Plain
+    bilinear picks two samples out of many; a scaled decode averaged them (21 dB before)."""
+    data = files["420"]
+    reference = F.resized_crop(full_decode(data), *window, list(size), antialias=False)
+    ours = custom_op.decode_and_resized_crop_jpeg(data, *window, size, antialias=False)
+    assert torch.equal(ours, reference), f"{psnr(ours, reference):.1f} dB"
+    batch = custom_op.decode_and_crop_jpeg_batch([data], [window], size=size, antialias=False)
+    assert torch.equal(batch[0], reference)
