@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _ops
+from . import _ops, _orientation
 from ._loader import native as _C
 
 #: What ``data`` may be: the encoded file's bytes.
@@ -124,7 +124,7 @@ def _as_limit(function: str, name: str, value: int) -> int:
     return number
 
 
-def jpeg_size(data: JpegData) -> tuple[int, int, int]:
+def jpeg_size(data: JpegData, *, apply_exif_orientation: bool = False) -> tuple[int, int, int]:
     """Reads a JPEG's size from its header, without decoding any pixel.
 
     Use it to choose a random crop before decoding: real datasets do not have
@@ -133,6 +133,9 @@ def jpeg_size(data: JpegData) -> tuple[int, int, int]:
     Args:
         data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
             memoryview or 1-D uint8 numpy array. Not copied.
+        apply_exif_orientation: If True, the size of the image as displayed:
+            height and width swapped when the file's EXIF orientation (5 to 8)
+            transposes it. False (the default): the stored image's size.
 
     Returns:
         ``(height, width, channels)``, where channels is what
@@ -147,7 +150,13 @@ def jpeg_size(data: JpegData) -> tuple[int, int, int]:
     Example:
         >>> height, width, _ = custom_op.jpeg_size(open("cat.jpg", "rb").read())
     """
-    return _C.jpeg_size(_as_encoded(data, "jpeg_size"))
+    encoded = _as_encoded(data, "jpeg_size")
+    _check_flags("jpeg_size", apply_exif_orientation=apply_exif_orientation)
+    height, width, channels = _C.jpeg_size(encoded)
+    if apply_exif_orientation:
+        height, width = _orientation.displayed_size(_orientation.exif_orientation(encoded),
+                                                    height, width)
+    return height, width, channels
 
 
 def decode_and_crop_jpeg(
@@ -164,6 +173,7 @@ def decode_and_crop_jpeg(
     seek: bool = True,
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
+    apply_exif_orientation: bool = False,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -221,6 +231,14 @@ def decode_and_crop_jpeg(
             that layout, so nothing is rearranged. True gives contiguous CHW
             memory (one plane per channel), at the cost of that split. The
             pixels are the same either way; with one channel the two coincide.
+        apply_exif_orientation: If True, the file's EXIF orientation tag (1 to
+            8, read from its Exif APP1 segment; missing or invalid means 1) is
+            applied: the window is in the displayed image's coordinates, only
+            the matching window of the stored image is decoded, and it comes
+            out flipped and transposed for display, bit for bit what
+            decoding in full and then turning gives (Pillow's
+            ``ImageOps.exif_transpose``). False (the default, as
+            ``torchvision.io.decode_jpeg``): the image as stored.
 
     Returns:
         A ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``,
@@ -254,14 +272,22 @@ def decode_and_crop_jpeg(
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
+    _check_flags(name, strict=strict, seek=seek, contiguous=contiguous,
+                 apply_exif_orientation=apply_exif_orientation)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
+    orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
+    if orientation != 1:  # the stored window, decoded as HWC and turned (custom_op/_orientation.py)
+        y, x, height, width = _orientation.checked_stored_window(
+            name, orientation, _C.jpeg_size(encoded)[:2], y, x, height, width)
+    planes = contiguous and orientation == 1
     if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
-        return _ops.crop()(encoded, y, x, height, width, mode_code, strict, *limits, seek,
-                           contiguous, memory)
-    return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
-                                   seek, contiguous=contiguous, max_memory=memory)
+        pixels = _ops.crop()(encoded, y, x, height, width, mode_code, strict, *limits, seek,
+                             planes, memory)
+    else:
+        pixels = _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict,
+                                         *limits, seek, contiguous=planes, max_memory=memory)
+    return _orientation.turn(pixels, orientation, contiguous=contiguous)
 
 
 def libjpeg_version() -> str:
@@ -329,6 +355,7 @@ def decode_and_resized_crop_jpeg(
     seek: bool = True,
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
+    apply_exif_orientation: bool = False,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -352,6 +379,11 @@ def decode_and_resized_crop_jpeg(
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
             max_scans, max_memory, seek, contiguous: as for
             :func:`decode_and_crop_jpeg`.
+        apply_exif_orientation: as for :func:`decode_and_crop_jpeg`: the
+            window and ``size`` are the displayed image's. At full scale the
+            exact window is turned, then resized: equal to torchvision's
+            resized_crop of the turned full decode. At reduced scales the
+            stored window is resized, then turned (close, as above).
         size: the output's ``(height, width)``, or an int for a square.
         antialias: widen the filter when shrinking (torchvision's default for
             tensors since 0.17). False gives plain bilinear interpolation.
@@ -374,10 +406,17 @@ def decode_and_resized_crop_jpeg(
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous,
+                 apply_exif_orientation=apply_exif_orientation)
     scale_num = choose_scale(height, width, (out_height, out_width), antialias)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
+    orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
+    if orientation != 1:
+        return _turned_resized_crop(encoded, orientation, (y, x, height, width),
+                                    (out_height, out_width), scale_num, antialias, contiguous,
+                                    mode=mode, strict=strict, max_pixels=limits[0],
+                                    max_scans=limits[1], seek=seek, max_memory=memory)
     if isinstance(encoded, torch.Tensor):  # the registered operator, which torch.compile traces
         return _ops.resized_crop()(encoded, y, x, height, width, out_height, out_width, scale_num,
                                    antialias, mode_code, strict, *limits, seek, contiguous,
@@ -385,6 +424,27 @@ def decode_and_resized_crop_jpeg(
     return _C.decode_and_resized_crop_jpeg(
         encoded, y, x, height, width, out_height, out_width, scale_num, antialias, mode_code,
         strict, *limits, seek, contiguous=contiguous, max_memory=memory)
+
+
+def _turned_resized_crop(encoded: torch.Tensor | memoryview, orientation: int,
+                         window: tuple[int, int, int, int], size: tuple[int, int], scale_num: int,
+                         antialias: bool, contiguous: bool, **options) -> torch.Tensor:
+    """decode_and_resized_crop_jpeg of a file whose EXIF orientation turns it (window and size
+    in the displayed image): the exact window turned then resized at full scale, the stored
+    window resized at ``scale_num`` then turned otherwise."""
+    name = "decode_and_resized_crop_jpeg"
+    stored = _orientation.checked_stored_window(name, orientation, _C.jpeg_size(encoded)[:2],
+                                                *window)
+    if scale_num == 8:
+        crop = decode_and_crop_jpeg(encoded, *window, apply_exif_orientation=True, **options)
+        return _orientation.resize_as_torchvision(crop, size, antialias, contiguous=contiguous)
+    out_height, out_width = _orientation.stored_size(orientation, size)
+    mode_code = _normalize_mode(name, options["mode"])
+    pixels = _C.decode_and_resized_crop_jpeg(
+        encoded, *stored, out_height, out_width, scale_num, antialias, mode_code,
+        options["strict"], options["max_pixels"], options["max_scans"], options["seek"],
+        contiguous=False, max_memory=options["max_memory"])
+    return _orientation.turn(pixels, orientation, contiguous=contiguous)
 
 
 def _as_boxes(function: str, boxes, count: int) -> list[int]:

@@ -25,6 +25,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import torch
 from torchvision import tv_tensors
 
+from . import _orientation
 from ._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
@@ -44,6 +45,7 @@ class DecodeOptions:
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_scans: int = DEFAULT_MAX_SCANS
     max_memory: int = DEFAULT_MAX_MEMORY
+    apply_exif_orientation: bool = False
 
     @classmethod
     def checked(cls, function: str, **options: Any) -> "DecodeOptions":
@@ -59,8 +61,8 @@ class DecodeOptions:
             raise TypeError(f"{function}(): unknown decode option(s) {', '.join(unknown)}; the "
                             f"options are {', '.join(f.name for f in dataclasses.fields(cls))}")
         values = {**dataclasses.asdict(cls()), **options}
-        _check_flags(function, **{name: values[name] for name in ("strict", "seek", "exact",
-                                                                  "contiguous")})
+        _check_flags(function, **{name: values[name] for name in (
+            "strict", "seek", "exact", "contiguous", "apply_exif_orientation")})
         limits = {name: _as_limit(function, name, values[name])
                   for name in ("max_pixels", "max_scans", "max_memory")}
         return cls(**{**values, **limits, "mode": mode_name(function, values["mode"])})
@@ -69,7 +71,8 @@ class DecodeOptions:
         """The keyword arguments of the decode functions that these options set."""
         return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
                 "contiguous": self.contiguous, "max_pixels": self.max_pixels,
-                "max_scans": self.max_scans, "max_memory": self.max_memory}
+                "max_scans": self.max_scans, "max_memory": self.max_memory,
+                "apply_exif_orientation": self.apply_exif_orientation}
 
 
 #: The defaults, validated by construction; frozen, so one instance serves every file.
@@ -243,6 +246,17 @@ class EncodedJpeg(tv_tensors.Image):
             False (default), bilinear resizes to at most half the window
             decode at 1/2, 1/4 or 1/8 scale (faster, close to torchvision's
             pixels: see docs/design.md for the measured PSNR).
+        apply_exif_orientation: If True, the image is the displayed one: the
+            file's EXIF orientation (1 to 8) turns it, ``canvas_size`` is the
+            displayed size, and every window and random draw of the
+            transforms is in displayed coordinates; only the matching window
+            of the stored image is decoded, and crops equal decode-then-turn
+            bit for bit. False (the default, as torchvision's
+            ``decode_jpeg`` and Pillow's ``Image.open``, which ImageFolder
+            uses): the image as stored. The Hugging Face helpers turn it on,
+            as ``datasets``' ``Image()`` applies ``exif_transpose``. A resize
+            still pending when a crop comes (``Resize`` + ``CenterCrop``) of
+            a turned file is computed on the whole image.
         source: Where the bytes came from (a path, a tar member), or None.
             Decode errors then start with it, so a bad file deep in a
             DataLoader names itself.
@@ -250,7 +264,9 @@ class EncodedJpeg(tv_tensors.Image):
     Attributes:
         canvas_size: ``(height, width)`` from the header, or the resized size
             while a resize is pending.
-        file_size: ``(height, width)`` from the header.
+        file_size: ``(height, width)`` from the header (displayed: swapped
+            when ``apply_exif_orientation`` and the orientation transposes).
+        orientation: The EXIF orientation applied, 1 (none) to 8.
         pending_resize: The :class:`custom_op._fused_resize.PendingResize`
             waiting for a crop, or None.
         num_channels: The channels a decode gives (3 for "rgb", 1 for
@@ -280,6 +296,7 @@ class EncodedJpeg(tv_tensors.Image):
     stored_channels: int
     options: DecodeOptions
     source: Optional[str]
+    orientation: int
 
     def __new__(cls, data: JpegData, *, source: Optional[str] = None,
                 **decode_options: Any) -> "EncodedJpeg":
@@ -295,13 +312,18 @@ class EncodedJpeg(tv_tensors.Image):
         checked once, when they were built.
         """
         if isinstance(data, EncodedJpeg):
-            return cls.wrap(data.encoded_bytes(), data, options=options,
-                            source=data.source if source is None else source)
+            source = data.source if source is None else source
+            if options.apply_exif_orientation == data.options.apply_exif_orientation:
+                return cls.wrap(data.encoded_bytes(), data, options=options, source=source)
+            data = data.encoded_bytes()  # the displayed size changes: read it again
         tensor = _byte_tensor(data)
         with _named_errors(source):
             height, width, stored_channels = jpeg_size(tensor)
-        return cls._wrap(tensor, canvas_size=(height, width), stored_channels=stored_channels,
-                         options=options, source=source)
+        orientation = _orientation.exif_orientation(tensor) if options.apply_exif_orientation \
+            else 1
+        return cls._wrap(tensor, canvas_size=_orientation.displayed_size(orientation, height, width),
+                         stored_channels=stored_channels, options=options, source=source,
+                         orientation=orientation)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Everything happens in __new__; torch.Tensor.__init__ takes no options.
@@ -310,8 +332,10 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
               options: DecodeOptions, source: Optional[str],
-              pending_resize: Optional[PendingResize] = None) -> "EncodedJpeg":
+              pending_resize: Optional[PendingResize] = None,
+              orientation: int = 1) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
+        encoded.orientation = orientation
         # canvas_size is the size torchvision sees: the resized one while a resize is pending.
         encoded.file_size = canvas_size
         encoded.pending_resize = pending_resize
@@ -329,7 +353,8 @@ class EncodedJpeg(tv_tensors.Image):
                          stored_channels=kwargs.get("stored_channels", like.stored_channels),
                          options=kwargs.get("options", like.options),
                          source=kwargs.get("source", like.source),
-                         pending_resize=kwargs.get("pending_resize", like.pending_resize))
+                         pending_resize=kwargs.get("pending_resize", like.pending_resize),
+                         orientation=like.orientation)
 
     def encoded_bytes(self) -> torch.Tensor:
         """The file's bytes: a plain 1-D uint8 tensor sharing this one's memory.

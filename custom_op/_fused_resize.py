@@ -34,7 +34,7 @@ from torchvision import tv_tensors
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
-from ._decode import choose_scale
+from ._decode import choose_scale, decode_and_resized_crop_jpeg
 from ._loader import native as _C
 
 if TYPE_CHECKING:
@@ -105,10 +105,27 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
         window = encoded.decode_file_window(top, left, height, width)
         return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
     scale = 8 if _exact(encoded) else choose_scale(height, width, size, antialias)
+    if encoded.orientation != 1:  # a turned file: _turned_window decides
+        return _turned_window(encoded, top, left, height, width, size, antialias, scale)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.encoded_bytes(), top, left, height, width, size[0], size[1], scale,
             antialias, **_native_arguments(encoded))
+    return tv_tensors.Image(pixels)
+
+
+def _turned_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
+                   size: tuple[int, int], antialias: bool, scale: int) -> tv_tensors.Image:
+    """resized_window of a file whose EXIF orientation turns it (the window is the displayed
+    image's): at full scale the exact window, turned, resized by torchvision (its pixels for
+    the turned image); at reduced scales the stored window resized, then turned."""
+    if scale == 8:
+        window = encoded.decode_file_window(top, left, height, width)
+        return F.resize(window, list(size), antialias=antialias)
+    with encoded.errors_named():
+        pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left, height, width,
+                                              size, antialias=antialias,
+                                              **encoded.options.decode_arguments())
     return tv_tensors.Image(pixels)
 
 
@@ -161,7 +178,7 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
     otherwise.
     """
     pending = encoded.pending_resize
-    if not _fuses(pending):
+    if not _fuses(pending) or encoded.orientation != 1:  # a turned file: resized in full
         return F.crop(resized_whole(encoded), top, left, height, width)
     (grid_height, grid_width), (file_height, file_width) = pending.size, encoded.file_size
     if not _exact(encoded):
