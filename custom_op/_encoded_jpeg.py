@@ -6,7 +6,8 @@ read from the header, and the options its decodes use. It is a subclass of
 transforms recognise the image of a sample: ``query_size`` and ``query_chw``
 look for ``tv_tensors.Image`` instances and then ask the ``get_size`` /
 ``get_dimensions`` kernels, which are looked up along the class's MRO. The
-kernels registered for EncodedJpeg (custom_op/_tv_kernels.py) answer from the
+kernels registered for EncodedJpeg (custom_op/_tv_kernels.py, registered at the
+end of this module, which imports it; it never imports this one) answer from the
 header and decode only the window for crops and resizes; every other
 functional gets the full decode first. Without a kernel of its own, a subclass
 of Image would reach torchvision's Image kernels with a 1-D byte tensor, so
@@ -25,7 +26,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import torch
 from torchvision import tv_tensors
 
-from . import _orientation
+from . import _orientation, _tv_kernels
 from ._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
@@ -41,7 +42,7 @@ class DecodeOptions:
     strict: bool = True
     seek: bool = True
     exact: bool = False
-    contiguous: bool = True
+    contiguous: bool = False
     max_pixels: int = DEFAULT_MAX_PIXELS
     max_scans: int = DEFAULT_MAX_SCANS
     max_memory: int = DEFAULT_MAX_MEMORY
@@ -234,12 +235,17 @@ class EncodedJpeg(tv_tensors.Image):
             see :func:`custom_op.decode_and_crop_jpeg`.
         strict, seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
-        contiguous: If True (the default here), decoded images are contiguous
-            CHW planes; if False, CHW views of HWC memory, as
-            ``torchvision.io.decode_jpeg`` returns (what a full decode alone
-            produces fastest). In a training pipeline the planes are faster
-            end to end: the DataLoader's collate stacks them with plain
-            copies (docs/design.md has the figures).
+        contiguous: If False (the default, as for the decode functions),
+            decoded images have the memory layout torchvision's pipeline on
+            ``torchvision.io.decode_jpeg``'s output has (CHW views of HWC
+            memory): operations that follow the layout (``randn_like``,
+            ``v2.GaussianNoise``) then draw the same numbers for the same
+            seed, and ATen's uint8 resizes take their channels-last path
+            (contiguous CHW uint8 to 1 x 1 hits an ATen internal assert).
+            If True, contiguous CHW planes: the DataLoader's collate stacks
+            them with plain copies, faster end to end (docs/design.md has
+            the figures), but a layout-following random op then draws
+            different pixels than the decoded pipeline.
         exact: If True, resizes never use DCT scaling: the window is decoded
             at full scale and resized by torchvision's own kernel, so the
             pixels equal torchvision's on a full decode at every size. If
@@ -474,12 +480,18 @@ class EncodedJpeg(tv_tensors.Image):
             return resized_rect(self, top, left, height, width)
         return self.decode_file_window(top, left, height, width)
 
-    def decode_file_window(self, top: int, left: int, height: int,
-                           width: int) -> tv_tensors.Image:
-        """Decodes only the window of the file's own image (``file_size``), ignoring any resize."""
+    def decode_file_window(self, top: int, left: int, height: int, width: int, *,
+                           contiguous: Optional[bool] = None) -> tv_tensors.Image:
+        """Decodes only the window of the file's own image (``file_size``), ignoring any resize.
+
+        ``contiguous`` overrides the options' layout (torchvision's resizes are given HWC).
+        """
+        arguments = self.options.decode_arguments()
+        if contiguous is not None:
+            arguments["contiguous"] = contiguous
         with self.errors_named():
             pixels = decode_and_crop_jpeg(self.encoded_bytes(), top, left, height, width,
-                                          **self.options.decode_arguments())
+                                          **arguments)
         return tv_tensors.Image(pixels)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
@@ -489,7 +501,6 @@ class EncodedJpeg(tv_tensors.Image):
                 f"{pending}num_channels={self.num_channels}, options={self.options})")
 
 
-# Registers the torchvision kernels for EncodedJpeg. At the end of this module, because the
-# kernels need the class, and here because whatever makes an EncodedJpeg (including unpickling
-# one in a spawned DataLoader worker) imports this module first.
-from . import _tv_kernels  # noqa: E402,F401
+# Whatever makes an EncodedJpeg (unpickling one in a spawned DataLoader worker too) imports this
+# module first, so the kernels are registered here; _tv_kernels never imports this module back.
+_tv_kernels.register_kernels(EncodedJpeg)

@@ -102,8 +102,8 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     (_decode.choose_scale, the one rule for every path).
     """
     if interpolation != InterpolationMode.BILINEAR or not native_size(size):
-        window = encoded.decode_file_window(top, left, height, width)
-        return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
+        return _torchvision_resize(encoded, top, left, height, width, size, interpolation,
+                                   antialias)
     scale = 8 if _exact(encoded) else choose_scale(height, width, size, antialias)
     if encoded.orientation != 1:  # a turned file: _turned_window decides
         return _turned_window(encoded, top, left, height, width, size, antialias, scale)
@@ -114,14 +114,30 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     return tv_tensors.Image(pixels)
 
 
+def _torchvision_resize(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
+                        size: tuple[int, int], interpolation: InterpolationMode,
+                        antialias: bool) -> tv_tensors.Image:
+    """The exact window resized by torchvision, given in decode_jpeg's layout (HWC memory).
+
+    That is the layout torchvision's pipeline resizes, so its pixels and layout are the
+    decoded pipeline's; contiguous CHW uint8 would also hit an ATen internal assert for 1 x 1
+    outputs. ``contiguous`` in the options then makes planes of the result.
+    """
+    window = encoded.decode_file_window(top, left, height, width, contiguous=False)
+    resized = F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
+    if encoded.options.contiguous:
+        return tv_tensors.Image(resized.as_subclass(torch.Tensor).contiguous())
+    return resized
+
+
 def _turned_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                    size: tuple[int, int], antialias: bool, scale: int) -> tv_tensors.Image:
     """resized_window of a file whose EXIF orientation turns it (the window is the displayed
     image's): at full scale the exact window, turned, resized by torchvision (its pixels for
     the turned image); at reduced scales the stored window resized, then turned."""
     if scale == 8:
-        window = encoded.decode_file_window(top, left, height, width)
-        return F.resize(window, list(size), antialias=antialias)
+        return _torchvision_resize(encoded, top, left, height, width, size,
+                                   InterpolationMode.BILINEAR, antialias)
     with encoded.errors_named():
         pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left, height, width,
                                               size, antialias=antialias,

@@ -262,3 +262,27 @@ def test_pipelines_without_resize_are_exact_by_default(folder: pathlib.Path, nam
         got, states = _ours(transform, path.read_bytes(), seed)
         assert torch.equal(got, expected), f"{name}: {path.name}"
         assert torch.equal(states[2], expected_states[2])
+
+
+@pytest.mark.parametrize("recipe", ["train", "train-uint8"])
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_one_pixel_jpeg_gives_what_timm_gives(recipe: str, exact: bool) -> None:
+    """Issue 24 item 7: timm draws a 0 x 0 window for a 1 x 1 image (seed 1); Pillow crops an
+    empty image and resizes it to black. Before, custom_op raised a bare RuntimeError."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((1, 1, 3), 120, dtype=np.uint8)).save(buffer, format="JPEG")
+    data = buffer.getvalue()
+    transform = timm_data.create_transform(SIZE, **TIMM_RECIPES[recipe])
+    empty_windows = 0
+    for seed in range(6):
+        _seeded(seed)
+        first = transform.transforms[0]
+        empty_windows += 0 in first.get_params(Image.new("RGB", (1, 1)), first.scale,
+                                               first.ratio)[2:]
+        with Image.open(io.BytesIO(data)) as image:
+            expected, expected_states = _reference(transform, io.BytesIO(data), seed)
+        got, states = _ours(transform, custom_op.EncodedJpeg(data, exact=exact), seed)
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        assert torch.equal(got, expected), f"seed {seed}"
+        assert states[0] == expected_states[0] and torch.equal(states[2], expected_states[2])
+    assert empty_windows > 0  # the case this test is about was drawn
