@@ -328,8 +328,8 @@ def evaluation_transform(preset: torch.nn.Module, **decode_options: Any) -> v2.C
     here) the tensor equals the preset's on the decoded image bit for bit,
     so a model's published accuracy is reproduced. ``exact=False`` decodes
     windows of at least twice the output at a reduced DCT scale: faster
-    (docs/benchmarks.md), but up to 51 levels (34 dB PSNR worst case on
-    real photos, bench/worst_error.py) from torchvision's pixels.
+    (docs/benchmarks.md), but up to 74 levels (30.2 dB PSNR at worst on
+    real and generated photos, bench/worst_error.py) from torchvision's.
 
     Args:
         preset: The preset module: anything with ``resize_size``,

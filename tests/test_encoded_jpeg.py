@@ -34,10 +34,10 @@ from synthetic import make_photo
 FILES = ["420-base-q90-120x200", "422-prog-q60-120x200", "gray-base-q50-7x13",
          "cmyk-444-base-q75-57x91", "420-prog-q100-257x256"]
 SEEDS = range(3)
-#: Resized outputs decoded at a reduced DCT scale must hold the resized call's own floor
-#: (tests/test_resized.py: the lowest of its rgb floors, measured on the same dense photo-like
-#: content; a wrong or shifted window scores below it).
-PSNR_FLOOR_DB = 20.0
+#: Resized outputs decoded at a reduced DCT scale: the lowest PSNR the right code measures over
+#: this file's cases (22.33 dB), less 0.5 dB. Each case must also beat the reference moved by
+#: one pixel (assert_close), which catches a misregistered window the floor alone would not.
+PSNR_FLOOR_DB = 21.8
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +72,6 @@ def assert_close(ours: torch.Tensor, reference: torch.Tensor, floor: float, wher
     """Above ``floor``, and closer to ``reference`` than ``reference`` moved by one pixel is: a
     misregistered window fails even where the content is too smooth for the floor to see it."""
     measured = psnr(ours, reference)
-    import os
-    if os.environ.get("PSNR_LOG"):
-        with open(os.environ["PSNR_LOG"], "a") as log:
-            log.write(f"{__name__} {measured:.3f} {where}\n")
     assert measured >= floor, f"{where}: {measured:.2f} dB"
     for dim in (-1, -2):
         if reference.shape[dim] > 1:
