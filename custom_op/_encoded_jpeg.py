@@ -233,7 +233,15 @@ class EncodedJpeg(tv_tensors.Image):
         mode: ``"rgb"`` (default), ``"gray"`` or ``"unchanged"`` (any case), or
             ``torchvision.io.ImageReadMode.RGB``, ``GRAY`` or ``UNCHANGED``:
             see :func:`custom_op.decode_and_crop_jpeg`.
-        strict, seek, max_pixels, max_scans, max_memory: As for
+        strict: As for :func:`custom_op.decode_and_crop_jpeg`; True by
+            default: damaged data raises JpegDecodeError naming ``source``.
+            Pillow (ImageFolder, timm) also raises on a truncated file, but
+            decodes other corrupt entropy data silently, and torchvision's
+            decode_jpeg decodes both with a warning; ``strict=False`` gives
+            that (damaged blocks gray). In a dataset, ``on_error=
+            "substitute"`` keeps an epoch going instead, logging each file
+            replaced (docs/torchvision.md, Decode options).
+        seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
         contiguous: If False (the default, as for the decode functions),
             decoded images have the memory layout torchvision's pipeline on
@@ -292,7 +300,7 @@ class EncodedJpeg(tv_tensors.Image):
 
     Example:
         >>> from torchvision.transforms import v2
-        >>> data = custom_op.EncodedJpeg(torchvision.io.read_file("cat.jpg"))
+        >>> data = custom_op.EncodedJpeg(open("cat.jpg", "rb").read())
         >>> data.canvas_size
         (533, 800)
         >>> v2.RandomResizedCrop(224)(data).shape  # only the window was decoded
