@@ -20,64 +20,16 @@ does with them is in _tv_kernels.py.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import torch
 from torchvision import tv_tensors
 
 from . import _orientation, _tv_kernels
+from ._decode import JpegData, _as_encoded, decode_and_crop_jpeg, jpeg_size
+from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from ._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
-                      _as_encoded, _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size,
-                      mode_name)
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeOptions:
-    """How an EncodedJpeg is decoded; see :class:`EncodedJpeg` for each field."""
-
-    mode: str = "rgb"
-    strict: bool = True
-    seek: bool = True
-    exact: bool = False
-    contiguous: bool = False
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    max_scans: int = DEFAULT_MAX_SCANS
-    max_memory: int = DEFAULT_MAX_MEMORY
-    apply_exif_orientation: bool = False
-
-    @classmethod
-    def checked(cls, function: str, **options: Any) -> "DecodeOptions":
-        """The options given by keyword, validated (TypeError/ValueError naming the bad one).
-
-        Every class that decodes (EncodedJpeg, the ``*JPEG`` transforms, the
-        datasets) takes its options by these names and hands them here.
-        """
-        if not options:
-            return _DEFAULT_OPTIONS  # nothing to check: the per-sample case of EncodedJpeg(data)
-        unknown = sorted(set(options) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"{function}(): unknown decode option(s) {', '.join(unknown)}; the "
-                            f"options are {', '.join(f.name for f in dataclasses.fields(cls))}")
-        values = {**dataclasses.asdict(cls()), **options}
-        _check_flags(function, **{name: values[name] for name in (
-            "strict", "seek", "exact", "contiguous", "apply_exif_orientation")})
-        limits = {name: _as_limit(function, name, values[name])
-                  for name in ("max_pixels", "max_scans", "max_memory")}
-        return cls(**{**values, **limits, "mode": mode_name(function, values["mode"])})
-
-    def decode_arguments(self) -> dict[str, Any]:
-        """The keyword arguments of the decode functions that these options set."""
-        return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
-                "contiguous": self.contiguous, "max_pixels": self.max_pixels,
-                "max_scans": self.max_scans, "max_memory": self.max_memory,
-                "apply_exif_orientation": self.apply_exif_orientation}
-
-
-#: The defaults, validated by construction; frozen, so one instance serves every file.
-_DEFAULT_OPTIONS = DecodeOptions()
 
 
 def _byte_tensor(data: JpegData) -> torch.Tensor:
@@ -482,18 +434,21 @@ class EncodedJpeg(tv_tensors.Image):
         # from them (a pickle of a pending resize is the resized image itself, see above).
         return {key: value for key, value in self.__dict__.items() if key != "_resized"}
 
-    def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
+    def decode_window(self, crop_y: int, crop_x: int, crop_height: int,
+                      crop_width: int) -> tv_tensors.Image:
         """Decodes only the window of ``canvas_size``; it must lie inside (ValueError otherwise).
 
-        With a pending resize, the window is a rectangle of the resized image,
-        and only the part of the file its resampling reads is decoded.
+        The window's arguments are named as in :func:`custom_op.decode_and_crop_jpeg`
+        (torchvision's functionals call them top, left, height, width). With a pending
+        resize, the window is a rectangle of the resized image, and only the part of the file
+        its resampling reads is decoded.
         """
         if self.pending_resize is not None:
-            return resized_rect(self, top, left, height, width)
-        return self.decode_file_window(top, left, height, width)
+            return resized_rect(self, crop_y, crop_x, crop_height, crop_width)
+        return self.decode_file_window(crop_y, crop_x, crop_height, crop_width)
 
-    def decode_file_window(self, top: int, left: int, height: int, width: int, *,
-                           contiguous: Optional[bool] = None) -> tv_tensors.Image:
+    def decode_file_window(self, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
+                           *, contiguous: Optional[bool] = None) -> tv_tensors.Image:
         """Decodes only the window of the file's own image (``file_size``), ignoring any resize.
 
         ``contiguous`` overrides the options' layout (torchvision's resizes are given HWC).
@@ -502,8 +457,8 @@ class EncodedJpeg(tv_tensors.Image):
         if contiguous is not None:
             arguments["contiguous"] = contiguous
         with self.errors_named():
-            pixels = decode_and_crop_jpeg(self.encoded_bytes(), top, left, height, width,
-                                          **arguments)
+            pixels = decode_and_crop_jpeg(self.encoded_bytes(), crop_y, crop_x, crop_height,
+                                          crop_width, **arguments)
         return tv_tensors.Image(pixels)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
