@@ -154,7 +154,7 @@ def _time_case(args: argparse.Namespace, source: images.ImageSource, label: str,
                      "speedup_vs_torchvision": stats[TORCHVISION]["median"] / median,
                      "speedup_vs_pillow": stats[PILLOW]["median"] / median,
                      "times_floor": median / floor_ms})
-    scales = collections.Counter(_decode.choose_scale(h, w, (SIZE, SIZE)) for _, (_, _, h, w) in plan)
+    scales = collections.Counter(_decode.choose_scale(h, w, (SIZE, SIZE), True) for _, (_, _, h, w) in plan)
     areas = [h * w / (height * width) for _, (_, _, h, w) in plan]
     return {"label": label, "height": height, "width": width, "files": len(paths), "recipe": recipe,
             "folder": files.description["folder"], "images": files.description,

@@ -41,6 +41,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F2
 
 from ._encoded_jpeg import DecodeOptions, EncodedJpeg
+from ._tv_geometry import resized_output_size
 
 __all__ = ["ComposeJPEG", "for_encoded_images"]
 
@@ -92,8 +93,8 @@ def _random_resized_crop_v1(transform: v1.RandomResizedCrop, encoded: EncodedJpe
 
 def _resize_v1(transform: v1.Resize, encoded: EncodedJpeg) -> _Window:
     height, width = encoded.canvas_size
-    size = F1._compute_resized_output_size((height, width), _as_size_list(transform.size),
-                                           transform.max_size)
+    size = resized_output_size((height, width), _as_size_list(transform.size),
+                               transform.max_size)
     return _Window(0, 0, height, width, size, transform.interpolation,
                    transform.antialias is not False)
 
@@ -167,8 +168,23 @@ def _to_pil(image: torch.Tensor) -> PilOrTensor:
                      f"{channels} (decode with mode='rgb', the default)")
 
 
+def _empty_window(encoded: EncodedJpeg, window: _Window, pil_kernels: bool) -> PilOrTensor:
+    """What Pillow makes of an empty window (timm draws 0 x 0 for a 1 x 1 image): an empty
+    image, resized by the pipeline's own PIL call (black), as a PIL image or a tensor."""
+    from PIL import Image
+
+    if encoded.num_channels not in (1, 3):
+        _to_pil(torch.empty((encoded.num_channels, 1, 1), dtype=torch.uint8))  # its ValueError
+    image = Image.new("L" if encoded.num_channels == 1 else "RGB", (window.width, window.height))
+    if window.size is not None:
+        image = F1.resize(image, list(window.size), window.interpolation)
+    return image if pil_kernels else F1.pil_to_tensor(image)
+
+
 def _decode_window(encoded: EncodedJpeg, window: _Window, pil_kernels: bool) -> PilOrTensor:
     """The window, resized as the window says: a tensor, or with ``pil_kernels`` a PIL image."""
+    if window.height <= 0 or window.width <= 0:
+        return _empty_window(encoded, window, pil_kernels)
     whole = window.size is None or list(window.size) == [window.height, window.width]
     if pil_kernels:
         image = _to_pil(encoded.decode_window(window.top, window.left, window.height, window.width))
@@ -243,15 +259,18 @@ class ComposeJPEG:
     RandomErasing, and timm's Maybe* versions), the decoded tensor, with
     ToTensor turned into the same ``float().div(255)`` on it.
 
-    Pixels: with ``exact=False`` (the decode options' default), resizes run
-    on the tensor as :class:`custom_op.EncodedJpeg` does under torchvision
-    (bilinear windows of at least twice the output decode at a reduced DCT
-    scale; otherwise torchvision's kernel, within 1 level of Pillow's
-    bilinear); with ``exact=True`` the window is decoded at full scale and
-    the pipeline's own PIL resize runs on it, so the output equals timm's on
-    ImageFolder's image bit for bit (the full-image resizes, Resize and
-    ResizeKeepRatio, then decode the whole image: no gain). Crops without a
-    resize are exact either way.
+    Pixels: evaluation pipelines (a whole-image ``Resize`` or timm's
+    ``ResizeKeepRatio`` first) always decode the whole image at full scale
+    and run the pipeline's own PIL resize: timm's output on ImageFolder's
+    image bit for bit, so published accuracy is reproduced. Training
+    pipelines with ``exact=True`` do the same for their window. With
+    ``exact=False`` (the decode options' default), a training window's
+    resize runs on the tensor as :class:`custom_op.EncodedJpeg` does under
+    torchvision: windows of at least twice the output decode at a reduced
+    DCT scale (measured worst case on real photos: see docs/timm.md), others
+    get ATen's antialiased resize, which rounds differently from Pillow's
+    (up to a few levels, also in docs/timm.md). Crops without a resize are
+    exact either way.
 
     :class:`custom_op.JpegFolder` wraps a v1 Compose, or any single v1 or
     timm transform, in ComposeJPEG by itself, so
@@ -293,6 +312,11 @@ class ComposeJPEG:
         steps = _as_list(transform)
         self._window_of = _window_function(steps[0]) if steps else None
         self._first = steps[0] if self._window_of is not None else None
+        #: An evaluation pipeline (a resize of the whole image first) decodes the whole image
+        #: either way, so it always takes the exact route: timm's pixels, bit for bit, and the
+        #: model's published accuracy. DCT scaling there was up to 74 levels off
+        #: (bench/worst_error.py, the v2 recipe).
+        self._evaluation = self._window_of in (_resize_v1, _resize_keep_ratio_timm)
         rest = steps[1:] if self._window_of is not None else steps
         on_tensors = [_on_tensors(step) for step in rest]
         #: The remaining transforms on decoded uint8 tensors, or None: they run on PIL.
@@ -304,7 +328,7 @@ class ComposeJPEG:
             return self.transform(_as_pil_input(image))
         encoded = (image if isinstance(image, EncodedJpeg)
                    else EncodedJpeg.with_options(image, self.options))
-        pil_kernels = encoded.options.exact
+        pil_kernels = encoded.options.exact or self._evaluation
         stay_on_tensors = self._rest_on_tensors is not None and not pil_kernels
         if not stay_on_tensors and encoded.options.contiguous:
             # PIL stores pixels interleaved: HWC memory (a CHW view of it) converts without a

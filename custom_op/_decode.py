@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 import torch
 
 from . import _native as _C
-from . import _ops
+from . import _ops, _orientation
 # The checks live in _arguments; their names stay importable from here (other modules do).
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,  # noqa: F401
                          _as_size, _as_window, _check_flags, _check_out, _normalize_mode,
@@ -27,7 +27,7 @@ DEFAULT_MAX_MEMORY = 256 << 20
 
 
 
-def jpeg_size(data: JpegData) -> tuple[int, int, int]:
+def jpeg_size(data: JpegData, *, apply_exif_orientation: bool = False) -> tuple[int, int, int]:
     """Reads a JPEG's size from its header, without decoding any pixel.
 
     Use it to choose a random crop before decoding: real datasets do not have
@@ -36,6 +36,9 @@ def jpeg_size(data: JpegData) -> tuple[int, int, int]:
     Args:
         data: The encoded file: a 1-D uint8 CPU tensor, bytes, bytearray,
             memoryview or 1-D uint8 numpy array. Not copied.
+        apply_exif_orientation: If True, the size of the image as displayed:
+            height and width swapped when the file's EXIF orientation (5 to 8)
+            transposes it. False (the default): the stored image's size.
 
     Returns:
         ``(height, width, channels)``, where channels is what
@@ -50,7 +53,13 @@ def jpeg_size(data: JpegData) -> tuple[int, int, int]:
     Example:
         >>> height, width, _ = custom_op.jpeg_size(open("cat.jpg", "rb").read())
     """
-    return _C.jpeg_size(_as_encoded(data, "jpeg_size"))
+    encoded = _as_encoded(data, "jpeg_size")
+    _check_flags("jpeg_size", apply_exif_orientation=apply_exif_orientation)
+    height, width, channels = _C.jpeg_size(encoded)
+    if apply_exif_orientation:
+        height, width = _orientation.displayed_size(_orientation.exif_orientation(encoded),
+                                                    height, width)
+    return height, width, channels
 
 
 def decode_and_crop_jpeg(
@@ -67,6 +76,7 @@ def decode_and_crop_jpeg(
     seek: bool = True,
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
+    apply_exif_orientation: bool = False,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -124,6 +134,14 @@ def decode_and_crop_jpeg(
             that layout, so nothing is rearranged. True gives contiguous CHW
             memory (one plane per channel), at the cost of that split. The
             pixels are the same either way; with one channel the two coincide.
+        apply_exif_orientation: If True, the file's EXIF orientation tag (1 to
+            8, read from its Exif APP1 segment; missing or invalid means 1) is
+            applied: the window is in the displayed image's coordinates, only
+            the matching window of the stored image is decoded, and it comes
+            out flipped and transposed for display, bit for bit what
+            decoding in full and then turning gives (Pillow's
+            ``ImageOps.exif_transpose``). False (the default, as
+            ``torchvision.io.decode_jpeg``): the image as stored.
 
     Returns:
         A ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``,
@@ -157,15 +175,22 @@ def decode_and_crop_jpeg(
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, seek=seek, contiguous=contiguous)
+    _check_flags(name, strict=strict, seek=seek, contiguous=contiguous,
+                 apply_exif_orientation=apply_exif_orientation)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
+    orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
+    if orientation != 1:  # the stored window, decoded as HWC and turned (custom_op/_orientation.py)
+        y, x, height, width = _orientation.checked_stored_window(
+            name, orientation, _C.jpeg_size(encoded)[:2], y, x, height, width)
+    planes = contiguous and orientation == 1
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
-        return _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
-                                       seek, True, contiguous, memory)
-    # The public operator, which torch.compile traces (custom_op/_ops.py).
-    return _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits, seek,
-                     contiguous, memory)
+        pixels = _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
+                                         seek, True, planes, memory)
+    else:  # the public operator, which torch.compile traces (custom_op/_ops.py)
+        pixels = _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits,
+                           seek, planes, memory)
+    return _orientation.turn(pixels, orientation, contiguous=contiguous)
 
 
 def libjpeg_version() -> str:
@@ -187,7 +212,7 @@ SCALE_AUTO = 0
 
 
 def choose_scale(crop_height: float, crop_width: float, size: tuple[int, int],
-                 antialias: bool = True) -> int:
+                 antialias: bool) -> int:
     """The DCT scale numerator n (of n/8, in SCALE_NUMERATORS) a resize of a
     ``crop_height`` x ``crop_width`` window to ``size`` decodes at.
 
@@ -217,6 +242,7 @@ def decode_and_resized_crop_jpeg(
     seek: bool = True,
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
+    apply_exif_orientation: bool = False,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -240,6 +266,11 @@ def decode_and_resized_crop_jpeg(
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
             max_scans, max_memory, seek, contiguous: as for
             :func:`decode_and_crop_jpeg`.
+        apply_exif_orientation: as for :func:`decode_and_crop_jpeg`: the
+            window and ``size`` are the displayed image's. At full scale the
+            exact window is turned, then resized: equal to torchvision's
+            resized_crop of the turned full decode. At reduced scales the
+            stored window is resized, then turned (close, as above).
         size: the output's ``(height, width)``, or an int for a square.
         antialias: widen the filter when shrinking (torchvision's default for
             tensors since 0.17). False gives plain bilinear interpolation.
@@ -262,9 +293,17 @@ def decode_and_resized_crop_jpeg(
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous,
+                 apply_exif_orientation=apply_exif_orientation)
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
+    orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
+    if orientation != 1:
+        scale_num = choose_scale(height, width, (out_height, out_width), antialias)
+        return _turned_resized_crop(encoded, orientation, (y, x, height, width),
+                                    (out_height, out_width), scale_num, antialias, contiguous,
+                                    mode=mode, strict=strict, max_pixels=limits[0],
+                                    max_scans=limits[1], seek=seek, max_memory=memory)
     # The kernel chooses the DCT scale (SCALE_AUTO), so no comparison of symbolic sizes in
     # Python specializes a graph.
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
@@ -275,6 +314,28 @@ def decode_and_resized_crop_jpeg(
     return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
                              SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
                              memory)
+
+
+def _turned_resized_crop(encoded: torch.Tensor | memoryview, orientation: int,
+                         window: tuple[int, int, int, int], size: tuple[int, int], scale_num: int,
+                         antialias: bool, contiguous: bool, **options) -> torch.Tensor:
+    """decode_and_resized_crop_jpeg of a file whose EXIF orientation turns it (window and size
+    in the displayed image): the exact window turned then resized at full scale, the stored
+    window resized at ``scale_num`` then turned otherwise."""
+    name = "decode_and_resized_crop_jpeg"
+    stored = _orientation.checked_stored_window(name, orientation, _C.jpeg_size(encoded)[:2],
+                                                *window)
+    if scale_num == 8:
+        crop = decode_and_crop_jpeg(encoded, *window, apply_exif_orientation=True, **options)
+        return _orientation.resize_as_torchvision(crop, size, antialias, contiguous=contiguous)
+    out_height, out_width = _orientation.stored_size(orientation, size)
+    mode_code = _normalize_mode(name, options["mode"])
+    pixels = _C.decode_and_resized_crop_jpeg(
+        encoded, *stored, out_height, out_width, scale_num, antialias, mode_code,
+        options["strict"], options["max_pixels"], options["max_scans"], options["seek"],
+        contiguous=False, max_memory=options["max_memory"])
+    return _orientation.turn(pixels, orientation, contiguous=contiguous)
+
 
 
 def decode_and_crop_jpeg_batch(

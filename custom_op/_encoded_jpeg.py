@@ -6,7 +6,8 @@ read from the header, and the options its decodes use. It is a subclass of
 transforms recognise the image of a sample: ``query_size`` and ``query_chw``
 look for ``tv_tensors.Image`` instances and then ask the ``get_size`` /
 ``get_dimensions`` kernels, which are looked up along the class's MRO. The
-kernels registered for EncodedJpeg (custom_op/_tv_kernels.py) answer from the
+kernels registered for EncodedJpeg (custom_op/_tv_kernels.py, registered at the
+end of this module, which imports it; it never imports this one) answer from the
 header and decode only the window for crops and resizes; every other
 functional gets the full decode first. Without a kernel of its own, a subclass
 of Image would reach torchvision's Image kernels with a 1-D byte tensor, so
@@ -19,61 +20,16 @@ does with them is in _tv_kernels.py.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 import torch
 from torchvision import tv_tensors
 
+from . import _orientation, _tv_kernels
+from ._decode import JpegData, _as_encoded, decode_and_crop_jpeg, jpeg_size
+from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from ._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
-                      _as_encoded, _as_limit, _check_flags, decode_and_crop_jpeg, jpeg_size,
-                      mode_name)
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeOptions:
-    """How an EncodedJpeg is decoded; see :class:`EncodedJpeg` for each field."""
-
-    mode: str = "rgb"
-    strict: bool = True
-    seek: bool = True
-    exact: bool = False
-    contiguous: bool = True
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    max_scans: int = DEFAULT_MAX_SCANS
-    max_memory: int = DEFAULT_MAX_MEMORY
-
-    @classmethod
-    def checked(cls, function: str, **options: Any) -> "DecodeOptions":
-        """The options given by keyword, validated (TypeError/ValueError naming the bad one).
-
-        Every class that decodes (EncodedJpeg, the ``*JPEG`` transforms, the
-        datasets) takes its options by these names and hands them here.
-        """
-        if not options:
-            return _DEFAULT_OPTIONS  # nothing to check: the per-sample case of EncodedJpeg(data)
-        unknown = sorted(set(options) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"{function}(): unknown decode option(s) {', '.join(unknown)}; the "
-                            f"options are {', '.join(f.name for f in dataclasses.fields(cls))}")
-        values = {**dataclasses.asdict(cls()), **options}
-        _check_flags(function, **{name: values[name] for name in ("strict", "seek", "exact",
-                                                                  "contiguous")})
-        limits = {name: _as_limit(function, name, values[name])
-                  for name in ("max_pixels", "max_scans", "max_memory")}
-        return cls(**{**values, **limits, "mode": mode_name(function, values["mode"])})
-
-    def decode_arguments(self) -> dict[str, Any]:
-        """The keyword arguments of the decode functions that these options set."""
-        return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
-                "contiguous": self.contiguous, "max_pixels": self.max_pixels,
-                "max_scans": self.max_scans, "max_memory": self.max_memory}
-
-
-#: The defaults, validated by construction; frozen, so one instance serves every file.
-_DEFAULT_OPTIONS = DecodeOptions()
 
 
 def _byte_tensor(data: JpegData) -> torch.Tensor:
@@ -229,20 +185,48 @@ class EncodedJpeg(tv_tensors.Image):
         mode: ``"rgb"`` (default), ``"gray"`` or ``"unchanged"`` (any case), or
             ``torchvision.io.ImageReadMode.RGB``, ``GRAY`` or ``UNCHANGED``:
             see :func:`custom_op.decode_and_crop_jpeg`.
-        strict, seek, max_pixels, max_scans, max_memory: As for
+        strict: As for :func:`custom_op.decode_and_crop_jpeg`; True by
+            default: damaged data raises JpegDecodeError naming ``source``.
+            Pillow (ImageFolder, timm) also raises on a truncated file, but
+            decodes other corrupt entropy data silently, and torchvision's
+            decode_jpeg decodes both with a warning; ``strict=False`` gives
+            that (damaged blocks gray). In a dataset, ``on_error=
+            "substitute"`` keeps an epoch going instead, logging each file
+            replaced (docs/torchvision.md, Decode options).
+        seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
-        contiguous: If True (the default here), decoded images are contiguous
-            CHW planes; if False, CHW views of HWC memory, as
-            ``torchvision.io.decode_jpeg`` returns (what a full decode alone
-            produces fastest). In a training pipeline the planes are faster
-            end to end: the DataLoader's collate stacks them with plain
-            copies (docs/design.md has the figures).
+        contiguous: If False (the default, as for the decode functions),
+            decoded images have the memory layout torchvision's pipeline on
+            ``torchvision.io.decode_jpeg``'s output has (CHW views of HWC
+            memory): operations that follow the layout (``randn_like``,
+            ``v2.GaussianNoise``) then draw the same numbers for the same
+            seed, and ATen's uint8 resizes take their channels-last path
+            (contiguous CHW uint8 to 1 x 1 hits an ATen internal assert).
+            If True, contiguous CHW planes: the DataLoader's collate stacks
+            them with plain copies, faster end to end (docs/design.md has
+            the figures), but a layout-following random op then draws
+            different pixels than the decoded pipeline.
         exact: If True, resizes never use DCT scaling: the window is decoded
             at full scale and resized by torchvision's own kernel, so the
             pixels equal torchvision's on a full decode at every size. If
-            False (default), bilinear resizes to at most half the window
-            decode at 1/2, 1/4 or 1/8 scale (faster, close to torchvision's
-            pixels: see docs/design.md for the measured PSNR).
+            False (default), antialiased bilinear resizes to at most half
+            the window decode at 1/2, 1/4 or 1/8 scale: faster, but not
+            torchvision's pixels. Worst case measured by
+            bench/worst_error.py on real and generated photos:
+            RandomResizedCrop(224) 58 levels (31.5 dB PSNR), Resize(256) +
+            CenterCrop(224) 74 levels (30.2 dB). For evaluation, use exact
+            (``evaluation_transform`` does by default).
+        apply_exif_orientation: If True, the image is the displayed one: the
+            file's EXIF orientation (1 to 8) turns it, ``canvas_size`` is the
+            displayed size, and every window and random draw of the
+            transforms is in displayed coordinates; only the matching window
+            of the stored image is decoded, and crops equal decode-then-turn
+            bit for bit. False (the default, as torchvision's
+            ``decode_jpeg`` and Pillow's ``Image.open``, which ImageFolder
+            uses): the image as stored. The Hugging Face helpers turn it on,
+            as ``datasets``' ``Image()`` applies ``exif_transpose``. A resize
+            still pending when a crop comes (``Resize`` + ``CenterCrop``) of
+            a turned file is computed on the whole image.
         source: Where the bytes came from (a path, a tar member), or None.
             Decode errors then start with it, so a bad file deep in a
             DataLoader names itself.
@@ -250,7 +234,9 @@ class EncodedJpeg(tv_tensors.Image):
     Attributes:
         canvas_size: ``(height, width)`` from the header, or the resized size
             while a resize is pending.
-        file_size: ``(height, width)`` from the header.
+        file_size: ``(height, width)`` from the header (displayed: swapped
+            when ``apply_exif_orientation`` and the orientation transposes).
+        orientation: The EXIF orientation applied, 1 (none) to 8.
         pending_resize: The :class:`custom_op._fused_resize.PendingResize`
             waiting for a crop, or None.
         num_channels: The channels a decode gives (3 for "rgb", 1 for
@@ -266,7 +252,7 @@ class EncodedJpeg(tv_tensors.Image):
 
     Example:
         >>> from torchvision.transforms import v2
-        >>> data = custom_op.EncodedJpeg(torchvision.io.read_file("cat.jpg"))
+        >>> data = custom_op.EncodedJpeg(open("cat.jpg", "rb").read())
         >>> data.canvas_size
         (533, 800)
         >>> v2.RandomResizedCrop(224)(data).shape  # only the window was decoded
@@ -280,6 +266,7 @@ class EncodedJpeg(tv_tensors.Image):
     stored_channels: int
     options: DecodeOptions
     source: Optional[str]
+    orientation: int
 
     def __new__(cls, data: JpegData, *, source: Optional[str] = None,
                 **decode_options: Any) -> "EncodedJpeg":
@@ -295,13 +282,18 @@ class EncodedJpeg(tv_tensors.Image):
         checked once, when they were built.
         """
         if isinstance(data, EncodedJpeg):
-            return cls.wrap(data.encoded_bytes(), data, options=options,
-                            source=data.source if source is None else source)
+            source = data.source if source is None else source
+            if options.apply_exif_orientation == data.options.apply_exif_orientation:
+                return cls.wrap(data.encoded_bytes(), data, options=options, source=source)
+            data = data.encoded_bytes()  # the displayed size changes: read it again
         tensor = _byte_tensor(data)
         with _named_errors(source):
             height, width, stored_channels = jpeg_size(tensor)
-        return cls._wrap(tensor, canvas_size=(height, width), stored_channels=stored_channels,
-                         options=options, source=source)
+        orientation = _orientation.exif_orientation(tensor) if options.apply_exif_orientation \
+            else 1
+        return cls._wrap(tensor, canvas_size=_orientation.displayed_size(orientation, height, width),
+                         stored_channels=stored_channels, options=options, source=source,
+                         orientation=orientation)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Everything happens in __new__; torch.Tensor.__init__ takes no options.
@@ -310,8 +302,10 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
               options: DecodeOptions, source: Optional[str],
-              pending_resize: Optional[PendingResize] = None) -> "EncodedJpeg":
+              pending_resize: Optional[PendingResize] = None,
+              orientation: int = 1) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
+        encoded.orientation = orientation
         # canvas_size is the size torchvision sees: the resized one while a resize is pending.
         encoded.file_size = canvas_size
         encoded.pending_resize = pending_resize
@@ -329,7 +323,8 @@ class EncodedJpeg(tv_tensors.Image):
                          stored_channels=kwargs.get("stored_channels", like.stored_channels),
                          options=kwargs.get("options", like.options),
                          source=kwargs.get("source", like.source),
-                         pending_resize=kwargs.get("pending_resize", like.pending_resize))
+                         pending_resize=kwargs.get("pending_resize", like.pending_resize),
+                         orientation=like.orientation)
 
     def encoded_bytes(self) -> torch.Tensor:
         """The file's bytes: a plain 1-D uint8 tensor sharing this one's memory.
@@ -439,22 +434,31 @@ class EncodedJpeg(tv_tensors.Image):
         # from them (a pickle of a pending resize is the resized image itself, see above).
         return {key: value for key, value in self.__dict__.items() if key != "_resized"}
 
-    def decode_window(self, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
+    def decode_window(self, crop_y: int, crop_x: int, crop_height: int,
+                      crop_width: int) -> tv_tensors.Image:
         """Decodes only the window of ``canvas_size``; it must lie inside (ValueError otherwise).
 
-        With a pending resize, the window is a rectangle of the resized image,
-        and only the part of the file its resampling reads is decoded.
+        The window's arguments are named as in :func:`custom_op.decode_and_crop_jpeg`
+        (torchvision's functionals call them top, left, height, width). With a pending
+        resize, the window is a rectangle of the resized image, and only the part of the file
+        its resampling reads is decoded.
         """
         if self.pending_resize is not None:
-            return resized_rect(self, top, left, height, width)
-        return self.decode_file_window(top, left, height, width)
+            return resized_rect(self, crop_y, crop_x, crop_height, crop_width)
+        return self.decode_file_window(crop_y, crop_x, crop_height, crop_width)
 
-    def decode_file_window(self, top: int, left: int, height: int,
-                           width: int) -> tv_tensors.Image:
-        """Decodes only the window of the file's own image (``file_size``), ignoring any resize."""
+    def decode_file_window(self, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
+                           *, contiguous: Optional[bool] = None) -> tv_tensors.Image:
+        """Decodes only the window of the file's own image (``file_size``), ignoring any resize.
+
+        ``contiguous`` overrides the options' layout (torchvision's resizes are given HWC).
+        """
+        arguments = self.options.decode_arguments()
+        if contiguous is not None:
+            arguments["contiguous"] = contiguous
         with self.errors_named():
-            pixels = decode_and_crop_jpeg(self.encoded_bytes(), top, left, height, width,
-                                          **self.options.decode_arguments())
+            pixels = decode_and_crop_jpeg(self.encoded_bytes(), crop_y, crop_x, crop_height,
+                                          crop_width, **arguments)
         return tv_tensors.Image(pixels)
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
@@ -464,7 +468,6 @@ class EncodedJpeg(tv_tensors.Image):
                 f"{pending}num_channels={self.num_channels}, options={self.options})")
 
 
-# Registers the torchvision kernels for EncodedJpeg. At the end of this module, because the
-# kernels need the class, and here because whatever makes an EncodedJpeg (including unpickling
-# one in a spawned DataLoader worker) imports this module first.
-from . import _tv_kernels  # noqa: E402,F401
+# Whatever makes an EncodedJpeg (unpickling one in a spawned DataLoader worker too) imports this
+# module first, so the kernels are registered here; _tv_kernels never imports this module back.
+_tv_kernels.register_kernels(EncodedJpeg)

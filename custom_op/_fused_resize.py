@@ -34,24 +34,14 @@ from torchvision import tv_tensors
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
-from ._decode import choose_scale
 from . import _native as _C
+from ._decode import choose_scale, decode_and_resized_crop_jpeg
 
 if TYPE_CHECKING:
     from ._encoded_jpeg import EncodedJpeg
 
 #: The native core's largest output side (a JPEG's own limit).
 _NATIVE_MAX_SIDE = 65535
-
-
-def _fused_scale(height: float, width: float, size: tuple[int, int], antialias: bool) -> int:
-    """The DCT scale numerator for a pending resize's window: the smallest that still gives
-    ``size``, or 8 (full scale) for a resize without antialiasing.
-
-    Only antialiased resizes scale: a DCT-scaled decode averages blocks, close to the widened
-    filter, while plain bilinear interpolation of a shrink picks two samples out of many.
-    """
-    return choose_scale(height, width, size) if antialias else 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,29 +91,57 @@ def _fuses(pending: PendingResize) -> bool:
 
 def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                    size: tuple[int, int], interpolation: InterpolationMode,
-                   antialias: bool, *, pending: bool = False) -> tv_tensors.Image:
+                   antialias: bool) -> tv_tensors.Image:
     """The window (inside the file's image) resized to ``size``, as torchvision resizes a crop.
 
     Bilinear resizes decode the window at a reduced DCT scale when the output
     is at most half of it (unless the options ask for ``exact``), else at
     full scale resized by the ATen kernel torchvision uses. Other
     interpolations and outsize outputs decode the exact window and hand it
-    to torchvision's resize. A ``pending`` resize (Resize's, computed in
-    full) takes a reduced scale only when antialiased (see _fused_scale).
+    to torchvision's resize. Only antialiased resizes take a reduced scale
+    (_decode.choose_scale, the one rule for every path).
     """
     if interpolation != InterpolationMode.BILINEAR or not native_size(size):
-        window = encoded.decode_file_window(top, left, height, width)
-        return F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
-    if _exact(encoded):
-        scale = 8
-    elif pending:
-        scale = _fused_scale(height, width, size, antialias)
-    else:
-        scale = choose_scale(height, width, size)
+        return _torchvision_resize(encoded, top, left, height, width, size, interpolation,
+                                   antialias)
+    scale = 8 if _exact(encoded) else choose_scale(height, width, size, antialias)
+    if encoded.orientation != 1:  # a turned file: _turned_window decides
+        return _turned_window(encoded, top, left, height, width, size, antialias, scale)
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.encoded_bytes(), top, left, height, width, size[0], size[1], scale,
             antialias, **_native_arguments(encoded))
+    return tv_tensors.Image(pixels)
+
+
+def _torchvision_resize(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
+                        size: tuple[int, int], interpolation: InterpolationMode,
+                        antialias: bool) -> tv_tensors.Image:
+    """The exact window resized by torchvision, given in decode_jpeg's layout (HWC memory).
+
+    That is the layout torchvision's pipeline resizes, so its pixels and layout are the
+    decoded pipeline's; contiguous CHW uint8 would also hit an ATen internal assert for 1 x 1
+    outputs. ``contiguous`` in the options then makes planes of the result.
+    """
+    window = encoded.decode_file_window(top, left, height, width, contiguous=False)
+    resized = F.resize(window, list(size), interpolation=interpolation, antialias=antialias)
+    if encoded.options.contiguous:
+        return tv_tensors.Image(resized.as_subclass(torch.Tensor).contiguous())
+    return resized
+
+
+def _turned_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
+                   size: tuple[int, int], antialias: bool, scale: int) -> tv_tensors.Image:
+    """resized_window of a file whose EXIF orientation turns it (the window is the displayed
+    image's): at full scale the exact window, turned, resized by torchvision (its pixels for
+    the turned image); at reduced scales the stored window resized, then turned."""
+    if scale == 8:
+        return _torchvision_resize(encoded, top, left, height, width, size,
+                                   InterpolationMode.BILINEAR, antialias)
+    with encoded.errors_named():
+        pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left, height, width,
+                                              size, antialias=antialias,
+                                              **encoded.options.decode_arguments())
     return tv_tensors.Image(pixels)
 
 
@@ -132,7 +150,7 @@ def resized_whole(encoded: "EncodedJpeg") -> tv_tensors.Image:
     pending = encoded.pending_resize
     height, width = encoded.file_size
     return resized_window(encoded, 0, 0, height, width, pending.size, pending.interpolation,
-                          pending.antialias, pending=True)
+                          pending.antialias)
 
 
 def _reach(grid: int, full: int, first: int, count: int, margin: float) -> tuple[int, int, float]:
@@ -176,11 +194,11 @@ def resized_rect(encoded: "EncodedJpeg", top: int, left: int, height: int,
     otherwise.
     """
     pending = encoded.pending_resize
-    if not _fuses(pending):
+    if not _fuses(pending) or encoded.orientation != 1:  # a turned file: resized in full
         return F.crop(resized_whole(encoded), top, left, height, width)
     (grid_height, grid_width), (file_height, file_width) = pending.size, encoded.file_size
     if not _exact(encoded):
-        scale = _fused_scale(height * file_height / grid_height, width * file_width / grid_width,
+        scale = choose_scale(height * file_height / grid_height, width * file_width / grid_width,
                              (height, width), pending.antialias)
         if scale < 8:
             return _scaled_rect(encoded, top, left, height, width, scale)

@@ -21,32 +21,37 @@ which look a kernel up by the input's type along its MRO
   tensor: wrong pixels or a TypeError deep inside torchvision.
 
 Geometry (output sizes, centre anchors, interpolation names) comes from
-torchvision's own helpers, so that the windows and sizes cannot drift from
-torchvision's. They are private to torchvision; the tests compare every path
-with torchvision's result on the decoded image, so a change there shows up as
-a failing test, not as silently different crops.
+custom_op/_tv_geometry.py: torchvision's public API or code of ours pinned
+against torchvision's private helpers by tests/test_tv_geometry.py. The tests
+also compare every path with torchvision's result on the decoded image.
+
+Imports run one way: custom_op/_encoded_jpeg.py imports this module and calls
+:func:`register_kernels` once it has defined the class.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import torch
 from torchvision import tv_tensors
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 from torchvision.transforms.v2.functional import register_kernel
-from torchvision.transforms.v2.functional._geometry import (
-    _center_crop_compute_crop_anchor, _center_crop_parse_output_size, _check_interpolation,
-    _compute_resized_output_size)
+# The one private torchvision name used: the registry of every functional's kernels, to give
+# each functional with an Image kernel a decode-first kernel (docs/design.md says why).
 from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
 
 from ._decode import decode_and_resized_crop_jpeg
-from ._encoded_jpeg import EncodedJpeg
 from ._fused_resize import PendingResize, native_size, resized_window
+from ._tv_geometry import (center_crop_anchor, center_crop_size, interpolation_mode,
+                           resized_output_size)
+
+if TYPE_CHECKING:  # the class imports this module to register its kernels, never the reverse
+    from ._encoded_jpeg import EncodedJpeg
 
 
-def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+def _resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                     size: tuple[int, int], interpolation: InterpolationMode,
                     antialias: bool) -> tv_tensors.Image:
     """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
@@ -67,69 +72,78 @@ def _resized_window(encoded: EncodedJpeg, top: int, left: int, height: int, widt
     return resized_window(encoded, top, left, height, width, size, interpolation, antialias)
 
 
-def _inside(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> bool:
+def _inside(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int) -> bool:
     image_height, image_width = encoded.canvas_size
     return (top >= 0 and left >= 0 and height >= 1 and width >= 1
             and top + height <= image_height and left + width <= image_width)
 
 
-@register_kernel(F.get_size, EncodedJpeg)
-def get_size(encoded: EncodedJpeg) -> list[int]:
+def get_size(encoded: "EncodedJpeg") -> list[int]:
     return list(encoded.canvas_size)
 
 
-@register_kernel(F.get_dimensions, EncodedJpeg)
-def get_dimensions(encoded: EncodedJpeg) -> list[int]:
+def get_dimensions(encoded: "EncodedJpeg") -> list[int]:
     return [encoded.num_channels, *encoded.canvas_size]
 
 
-@register_kernel(F.get_num_channels, EncodedJpeg)
-def get_num_channels(encoded: EncodedJpeg) -> int:
+def get_num_channels(encoded: "EncodedJpeg") -> int:
     return encoded.num_channels
 
 
-@register_kernel(F.crop, EncodedJpeg)
-def crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: int) -> tv_tensors.Image:
+def crop(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int) -> tv_tensors.Image:
     if not _inside(encoded, top, left, height, width):
         return F.crop(encoded.decode(), top, left, height, width)
     return encoded.decode_window(top, left, height, width)
 
 
-@register_kernel(F.center_crop, EncodedJpeg)
-def center_crop(encoded: EncodedJpeg, output_size: list[int]) -> tv_tensors.Image:
-    crop_height, crop_width = _center_crop_parse_output_size(output_size)
+def center_crop(encoded: "EncodedJpeg", output_size: list[int]) -> tv_tensors.Image:
+    crop_height, crop_width = center_crop_size(output_size)
     image_height, image_width = encoded.canvas_size
     if crop_height > image_height or crop_width > image_width:
         return F.center_crop(encoded.decode(), output_size)
-    top, left = _center_crop_compute_crop_anchor(crop_height, crop_width, image_height, image_width)
+    top, left = center_crop_anchor(crop_height, crop_width, image_height, image_width)
     return encoded.decode_window(top, left, crop_height, crop_width)
 
 
-@register_kernel(F.resized_crop, EncodedJpeg)
-def resized_crop(encoded: EncodedJpeg, top: int, left: int, height: int, width: int,
+def resized_crop(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                  size: list[int], interpolation: Any = InterpolationMode.BILINEAR,
                  antialias: Optional[bool] = True) -> tv_tensors.Image:
-    interpolation = _check_interpolation(interpolation)
+    interpolation = interpolation_mode(interpolation)
     if encoded.pending_resize is not None or not _inside(encoded, top, left, height, width):
         return F.resized_crop(encoded.decode(), top, left, height, width, size,
                               interpolation=interpolation, antialias=antialias)
-    output_size = _compute_resized_output_size((height, width), size=size)
+    output_size = resized_output_size((height, width), size=size)
     if tuple(output_size) == (height, width):  # torchvision returns the crop as it is
         return encoded.decode_window(top, left, height, width)
-    return _resized_window(encoded, top, left, height, width, tuple(output_size), interpolation,
-                           False if antialias is None else antialias)
+    resized = _resized_window(encoded, top, left, height, width, tuple(output_size),
+                              interpolation, False if antialias is None else antialias)
+    return _in_decoded_pipeline_layout(resized, encoded, width)
 
 
-@register_kernel(F.resize, EncodedJpeg)
-def resize(encoded: EncodedJpeg, size: Optional[list[int]],
+def _in_decoded_pipeline_layout(resized: tv_tensors.Image, encoded: "EncodedJpeg",
+                                width: int) -> tv_tensors.Image:
+    """A resized crop in the memory layout torchvision's resized_crop gives on decode_jpeg's
+    output (unless the options ask for planes), so that layout-following random ops
+    (randn_like, v2.GaussianNoise) draw the same pixels for the same seed.
+
+    A crop narrower than the image is a strided, non-dense view of HWC memory, which ATen's
+    interpolate resizes into contiguous CHW; a full-width crop is dense channels-last, and
+    stays so (torchvision restrides it for that, pytorch/pytorch#68430).
+    """
+    if encoded.options.contiguous or width == encoded.canvas_size[1]:
+        return resized
+    return tv_tensors.Image(resized.as_subclass(torch.Tensor).contiguous())
+
+
+def resize(encoded: "EncodedJpeg", size: Optional[list[int]],
            interpolation: Any = InterpolationMode.BILINEAR, max_size: Optional[int] = None,
            antialias: Optional[bool] = True) -> Any:
-    interpolation = _check_interpolation(interpolation)
+    interpolation = interpolation_mode(interpolation)
     if encoded.pending_resize is not None:  # two resizes: torchvision resamples twice
         return F.resize(encoded.decode(), size, interpolation=interpolation, max_size=max_size,
                         antialias=antialias)
     height, width = encoded.canvas_size
-    output_size = _compute_resized_output_size((height, width), size=size, max_size=max_size)
+    output_size = resized_output_size((height, width), size=size, max_size=max_size)
     if tuple(output_size) == (height, width):
         return encoded.decode()
     return encoded.with_pending_resize(PendingResize(
@@ -140,18 +154,26 @@ def resize(encoded: EncodedJpeg, size: Optional[list[int]],
 def _decode_first(functional: Callable[..., Any]) -> Callable[..., Any]:
     """A kernel that decodes the whole image, then applies ``functional`` to the Image."""
 
-    def kernel(encoded: EncodedJpeg, *args: Any, **kwargs: Any) -> Any:
+    def kernel(encoded: "EncodedJpeg", *args: Any, **kwargs: Any) -> Any:
         return functional(encoded.decode(), *args, **kwargs)
 
     kernel.__name__ = f"{functional.__name__}_after_full_decode"
     return kernel
 
 
-def _register_full_decode_kernels() -> None:
-    """Gives every functional with an Image kernel and none of ours the decode-first kernel."""
+#: The functionals EncodedJpeg answers itself, and how.
+_KERNELS = {F.get_size: get_size, F.get_dimensions: get_dimensions, F.get_num_channels: get_num_channels, F.crop: crop, F.center_crop: center_crop, F.resized_crop: resized_crop, F.resize: resize}
+
+
+def register_kernels(cls: type) -> None:
+    """Registers the kernels above for ``cls`` (EncodedJpeg), and the decode-first kernel for
+    every other functional that has an Image kernel.
+
+    Called by custom_op/_encoded_jpeg.py right after it defines the class, so whatever makes
+    an EncodedJpeg (unpickling one in a spawned DataLoader worker too) has them.
+    """
+    for functional, kernel in _KERNELS.items():
+        register_kernel(functional, cls)(kernel)
     for functional, kernels in list(_KERNEL_REGISTRY.items()):
-        if tv_tensors.Image in kernels and EncodedJpeg not in kernels:
-            register_kernel(functional, EncodedJpeg)(_decode_first(functional))
-
-
-_register_full_decode_kernels()
+        if tv_tensors.Image in kernels and cls not in kernels:
+            register_kernel(functional, cls)(_decode_first(functional))

@@ -324,16 +324,21 @@ def evaluation_transform(preset: torch.nn.Module, **decode_options: Any) -> v2.C
     file as bytes. This gives the same steps as v2 transforms:
     ``ResizeJPEG(resize_size)``, ``CenterCropJPEG(crop_size)``, then the
     preset's own conversion and normalisation. The resize and the crop decode
-    as one window (see :class:`ResizeJPEG`); the tensor equals the preset's on
-    the decoded image bit for bit with ``exact=True``, and closely otherwise.
+    as one window (see :class:`ResizeJPEG`). By default (``exact=True``
+    here) the tensor equals the preset's on the decoded image bit for bit,
+    so a model's published accuracy is reproduced. ``exact=False`` decodes
+    windows of at least twice the output at a reduced DCT scale: faster
+    (docs/benchmarks.md), but up to 74 levels (30.2 dB PSNR at worst on
+    real and generated photos, bench/worst_error.py) from torchvision's.
 
     Args:
         preset: The preset module: anything with ``resize_size``,
             ``crop_size``, ``mean``, ``std``, ``interpolation`` and
             ``antialias`` attributes, as ``ImageClassification`` has.
         decode_options: How encoded input is decoded, by keyword: ``mode``,
-            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
-            ``max_scans``, ``max_memory``; see :class:`custom_op.EncodedJpeg`.
+            ``strict``, ``seek``, ``exact`` (default True here), ``contiguous``,
+            ``max_pixels``, ``max_scans``, ``max_memory``,
+            ``apply_exif_orientation``; see :class:`custom_op.EncodedJpeg`.
 
     Returns:
         A ``v2.Compose`` that takes encoded bytes, an EncodedJpeg or a decoded
@@ -356,6 +361,7 @@ def evaluation_transform(preset: torch.nn.Module, **decode_options: Any) -> v2.C
         raise TypeError(f"evaluation_transform(): preset must be a torchvision ImageClassification "
                         f"preset (weights.transforms()); {type(preset).__name__} has no "
                         f"{', '.join(missing)}")
+    decode_options = {"exact": True, **decode_options}  # evaluation reproduces accuracy
     return v2.Compose([
         ResizeJPEG(preset.resize_size, interpolation=preset.interpolation,
                    antialias=preset.antialias, **decode_options),

@@ -155,7 +155,7 @@ def test_compiled_resize_chooses_the_scale_by_size(tensors) -> None:
     torch._dynamo.reset()
     compiled = torch.compile(_resized_mean, fullgraph=True, dynamic=True, backend="aot_eager")
     windows = [(0, 0, 256, 256, 30, 30), (0, 0, 64, 64, 30, 30), (0, 0, 200, 200, 150, 150)]
-    assert {custom_op._decode.choose_scale(w[2], w[3], w[4:]) for w in windows} == {1, 4, 8}
+    assert {custom_op._decode.choose_scale(w[2], w[3], w[4:], True) for w in windows} == {1, 4, 8}
     for window in windows:
         assert torch.equal(compiled(data, *window), _resized_mean(data, *window)), window
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import sys
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local files only, in workers too
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -214,3 +215,16 @@ def test_dataloader_workers(parquet_rows, context: str, kind: str) -> None:
     expected = [label for _, _, label in SAMPLES]
     # Map-style keeps the order; two workers over two streaming shards interleave them.
     assert labels == expected if kind == "map-style" else sorted(labels) == sorted(expected)
+
+
+def test_png_rows_decode_without_a_warning_and_without_torchvision_io(rows, monkeypatch) -> None:
+    """torchvision 0.29 deprecates torchvision.io decoding: our own call must not warn the user,
+    and a torchvision without it must leave Pillow to decode (issue 23 item 6)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        expected = hf_image(rows[PNG_ROW]["image"])
+    monkeypatch.setitem(sys.modules, "torchvision.io", None)  # makes the import fail
+    assert torch.equal(hf_image(rows[PNG_ROW]["image"]).as_subclass(torch.Tensor),
+                       expected.as_subclass(torch.Tensor))

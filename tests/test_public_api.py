@@ -18,9 +18,30 @@ def test_dir_lists_the_api_only():
     assert not {"Any", "importlib", "_C", "_decode", "_loader", "_LAZY"} & listed
 
 
+#: What each public name is: a function, a class, or a module, defined inside custom_op.
+KINDS = {"decode_and_crop_jpeg": "function", "decode_and_crop_jpeg_batch": "function",
+         "decode_and_resized_crop_jpeg": "function", "jpeg_size": "function",
+         "libjpeg_version": "function", "prepare_jpeg": "function", "seekable": "function",
+         "JpegDecodeError": "class", "EncodedJpeg": "class", "DecodeOptions": "class",
+         "JpegFolder": "class", "CocoJpegDetection": "class", "transforms": "module",
+         "datasets": "module"}
+
+
+def test_every_listed_name_has_a_kind():
+    assert set(KINDS) == set(custom_op.__all__)
+
+
 @pytest.mark.parametrize("name", custom_op.__all__)
 def test_every_listed_name_resolves(name):
-    assert getattr(custom_op, name) is not None
+    import inspect
+
+    value = getattr(custom_op, name)
+    kind = KINDS[name]
+    if kind == "module":
+        assert inspect.ismodule(value) and value.__name__ == f"custom_op.{name}"
+        return
+    assert (inspect.isclass(value) if kind == "class" else inspect.isfunction(value)), value
+    assert value.__name__ == name and value.__module__.startswith("custom_op"), value
 
 
 def test_private_names_stay_reachable():

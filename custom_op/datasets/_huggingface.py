@@ -70,7 +70,12 @@ def _decode_other_format(raw: bytearray, source: str, mode: str) -> tv_tensors.I
     return tv_tensors.Image(image)
 
 
-def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
+#: The decode options of the helpers here: EXIF orientation applied, as ``datasets``' Image()
+#: feature does (PIL.ImageOps.exif_transpose), so that switching to custom_op keeps the images.
+HF_OPTIONS = DecodeOptions(apply_exif_orientation=True)
+
+
+def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
              source: Optional[str] = None) -> Union[EncodedJpeg, tv_tensors.Image]:
     """Turns one row's image of an ``Image(decode=False)`` column into what v2 transforms crop.
 
@@ -80,7 +85,10 @@ def hf_image(value: HfImageValue, options: DecodeOptions = DecodeOptions(), *,
             is None is read from ``path``, as ``datasets`` would), or the
             encoded bytes themselves (a plain binary column).
         options: How the JPEG will be decoded (``DecodeOptions``: mode,
-            strict, seek, ...); for other formats only ``mode`` matters.
+            strict, seek, ...); for other formats only ``mode`` matters. The
+            default applies the EXIF orientation (``apply_exif_orientation``),
+            as ``datasets``' ``Image()`` does; the other fields are
+            DecodeOptions' defaults.
         source: The name used in error messages; default the row's ``path``.
 
     Returns:
@@ -143,7 +151,11 @@ class HfImageTransform:
             where no row decodes, raises.
         decode_options: How JPEGs are decoded, by keyword (``mode``,
             ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
-            ``max_scans``, ``max_memory``); see :class:`custom_op.EncodedJpeg`.
+            ``max_scans``, ``max_memory``, ``apply_exif_orientation``); see
+            :class:`custom_op.EncodedJpeg`. ``apply_exif_orientation``
+            defaults to True here: ``datasets``' ``Image()`` shows phone
+            photos turned as displayed (``exif_transpose``), and so do these
+            rows.
 
     Raises:
         ValueError: (when constructed) ``on_error`` is not a policy; (when
@@ -172,7 +184,8 @@ class HfImageTransform:
         self.transform = transform
         self.column = column
         self.on_error = on_error
-        self.options = DecodeOptions.checked("HfImageTransform", **decode_options)
+        self.options = DecodeOptions.checked(
+            "HfImageTransform", **{"apply_exif_orientation": True, **decode_options})
         self.substitutions = 0
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import warnings
 from typing import Union
 
 import numpy as np
@@ -35,12 +36,20 @@ def _how_it_starts(raw: bytearray) -> str:
 
 def _decode_with_torchvision(raw: bytearray, mode: str) -> torch.Tensor | None:
     """uint8 [C, H, W], or None when torchvision cannot read the format."""
-    from torchvision.io import ImageReadMode, decode_image
+    try:
+        from torchvision.io import ImageReadMode, decode_image
+    except ImportError:  # a torchvision without its (deprecated) decoders: Pillow decodes
+        return None
     from torchvision.transforms.v2.functional import to_dtype
 
     read_mode = ImageReadMode.GRAY if mode == "gray" else ImageReadMode.RGB
     try:
-        image = decode_image(torch.frombuffer(raw, dtype=torch.uint8), mode=read_mode)
+        # torchvision 0.29 deprecates its decoders and warns on every call: the warning is
+        # about this call of ours, so it does not reach the user (Pillow takes over when
+        # torchvision.io has no decoders at all: the ImportError above returns None).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            image = decode_image(torch.frombuffer(raw, dtype=torch.uint8), mode=read_mode)
     except RuntimeError:
         return None  # e.g. BMP, PPM, TIFF, which torchvision does not decode
     if image.dim() == 4:
