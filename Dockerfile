@@ -8,7 +8,7 @@
 # python:3.11-slim has neither gcc nor g++ nor libjpeg's headers. The wheel links
 # libjpeg-turbo 3.1 statically and needs only torch's own libraries and the C/C++
 # runtime; a CUDA training image (SageMaker's, NVIDIA's) works the same way with
-# its own torch, any release from 2.11 on. See docs/install.md, "The wheel".
+# its own torch, any release from 2.10 on. See docs/install.md, "The wheel".
 FROM python:3.11-slim
 
 # torch first (its CPU build: 190 MB instead of several GB), then the wheel, whose

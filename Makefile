@@ -3,7 +3,7 @@
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
 # make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch), one
-#               abi3 module for every torch from 2.11, libjpeg-turbo 3.1 linked in
+#               abi3 module for every torch from 2.10, libjpeg-turbo 3.1 linked in
 #               statically, repaired by auditwheel (manylinux)
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 

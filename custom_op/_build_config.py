@@ -55,12 +55,13 @@ LIBRARIES = ("jpeg",)
 EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
 
 #: The oldest torch the module runs on: torch's stable ABI promises that a
-#: module built with this TORCH_TARGET_VERSION loads in every later torch. 2.11,
-#: as torchvision 0.29's image_stable module: what we use (Tensor[] and
-#: std::vector arguments, torch_call_dispatcher, torch::stable::empty, permute,
-#: select, get_num_threads) is there from 2.10; 2.11 is the oldest that a
-#: maintained project ships against, and 2.13 is the oldest tested here.
-TORCH_TARGET_VERSION = (2, 11)
+#: module built with this TORCH_TARGET_VERSION loads in every later torch. 2.10:
+#: what we use (Tensor[] and std::vector arguments, torch_call_dispatcher,
+#: torch::stable::empty, permute, select, get_num_threads) is there from 2.10
+#: (the headers refuse, at compile time, anything newer than the target), and
+#: 2.10 is the torch of SageMaker's newest PyTorch training image, where the
+#: wheel must run. torchvision 0.29 targets 2.11. 2.13 is the oldest tested here.
+TORCH_TARGET_VERSION = (2, 10)
 #: The oldest CPython of the abi3 module (torch's BuildExtension defines
 #: Py_LIMITED_API for extensions marked py_limited_api; pyproject says >=3.9).
 PYTHON_ABI_TAG = "abi3"

@@ -12,6 +12,7 @@ from . import _ops, _orientation
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,  # noqa: F401
                          _as_size, _as_window, _check_flags, _check_out, _normalize_mode,
                          mode_name)
+from ._errors import JpegDecodeError
 
 #: What every JPEG file starts with: SOI (FF D8), then another marker's FF. The datasets and
 #: prepare tell JPEG files by it rather than by name (ImageNet's n02105855_2933.JPEG is a PNG).
@@ -353,6 +354,7 @@ def decode_and_crop_jpeg_batch(
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
     out: Optional[torch.Tensor] = None,
+    apply_exif_orientation: bool = False,
 ) -> Union[List[torch.Tensor], torch.Tensor]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
@@ -398,10 +400,18 @@ def decode_and_crop_jpeg_batch(
     encoded = [_as_encoded(data, name) for data in datas]
     flat = _as_boxes(name, boxes, len(encoded))
     mode_code = _normalize_mode(name, mode)
-    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous)
+    _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous,
+                 apply_exif_orientation=apply_exif_orientation)
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
+    turned = [i for i, data in enumerate(encoded) if _orientation.exif_orientation(data) != 1] \
+        if apply_exif_orientation else []
+    if turned:
+        options = dict(mode=mode, strict=strict, max_pixels=max_pixels, max_scans=max_scans,
+                       seek=seek, contiguous=contiguous, max_memory=max_memory)
+        return _batch_with_turned_files(encoded, flat, turned, size, antialias, threads, out,
+                                        options)
     scales = [] if size is None else [SCALE_AUTO] * len(encoded)  # the kernel applies the rule
     # Every mode but "unchanged" knows its channel count before decoding, so
     # the threads write straight into the stacked result. torch.stack would
@@ -434,3 +444,45 @@ def decode_and_crop_jpeg_batch(
         return torch.stack(results)
     # Stacking the HWC memory behind the views gives NHWC, i.e. channels_last.
     return torch.stack([result.permute(1, 2, 0) for result in results]).permute(0, 3, 1, 2)
+
+
+def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
+                             size: Optional[Tuple[int, int]], antialias: bool, threads: int,
+                             out: Optional[torch.Tensor], options: dict):
+    """decode_and_crop_jpeg_batch with apply_exif_orientation, when some files are turned: those
+    go through the single calls (which turn them, custom_op/_orientation.py), the others through
+    the pool, each result in its place; a failure names the image's index as the pool does."""
+    name = "decode_and_crop_jpeg_batch"
+    straight = [i for i in range(len(encoded)) if i not in set(turned)]
+    results: list = [None] * len(encoded)
+    if straight:
+        pooled = decode_and_crop_jpeg_batch(
+            [encoded[i] for i in straight], [flat[4 * i:4 * i + 4] for i in straight],
+            size=size, antialias=antialias, num_threads=threads, **options)
+        for index, result in zip(straight, pooled):
+            results[index] = result
+    for index in turned:
+        box = flat[4 * index:4 * index + 4]
+        try:
+            if size is None:
+                results[index] = decode_and_crop_jpeg(encoded[index], *box,
+                                                      apply_exif_orientation=True, **options)
+            else:
+                results[index] = decode_and_resized_crop_jpeg(
+                    encoded[index], *box, size, antialias=antialias,
+                    apply_exif_orientation=True, **options)
+        except JpegDecodeError as error:
+            raise JpegDecodeError(f"{name}(): image {index}: {error}") from error
+    if size is None:
+        return results
+    channels = sorted({result.shape[0] for result in results})
+    if len(channels) > 1:
+        raise ValueError(f"{name}(): mode={options['mode']!r} gave {channels} channels for "
+                         "different files, which cannot be stacked; use mode='rgb' or 'gray'")
+    if out is None:
+        out = torch.empty((len(results), *results[0].shape), dtype=torch.uint8,
+                          memory_format=torch.contiguous_format if options["contiguous"]
+                          else torch.channels_last)
+    for index, result in enumerate(results):
+        out[index].copy_(result)
+    return out

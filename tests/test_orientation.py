@@ -176,6 +176,31 @@ def test_full_scale_resized_crops_equal_turn_then_resize(files, orientation: int
                 assert torch.equal(ours, theirs), (y, x, h, w, size)
 
 
+@pytest.mark.parametrize("size", [None, (24, 20)])
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_batch_with_turned_files_equals_the_single_calls(files, size, contiguous: bool) -> None:
+    """Every orientation in one batch (the turned files go apart from the pool): each result
+    equals its single call, in the batch's layout; a batch without the option decodes as stored."""
+    datas = [files[orientation] for orientation in ORIENTATIONS]
+    box = (2, 3, min(HEIGHT, WIDTH) - 5, min(HEIGHT, WIDTH) - 7)  # inside every displayed image
+    batch = custom_op.decode_and_crop_jpeg_batch(datas, [box] * len(datas), size=size,
+                                                 contiguous=contiguous,
+                                                 apply_exif_orientation=True)
+    for index, data in enumerate(datas):
+        if size is None:
+            single = custom_op.decode_and_crop_jpeg(data, *box, contiguous=contiguous,
+                                                    apply_exif_orientation=True)
+        else:
+            single = custom_op.decode_and_resized_crop_jpeg(data, *box, size,
+                                                            apply_exif_orientation=True)
+        assert torch.equal(batch[index], single), ORIENTATIONS[index]
+    if size is not None:
+        layout = torch.contiguous_format if contiguous else torch.channels_last
+        assert batch.is_contiguous(memory_format=layout)
+    as_stored = custom_op.decode_and_crop_jpeg_batch(datas[5:6], [box], size=size)
+    assert not torch.equal(as_stored[0], batch[5])  # orientation 6 turns the window
+
+
 @pytest.mark.parametrize("orientation", ORIENTATIONS)
 def test_scaled_resized_crops_are_turned(files, orientation: int) -> None:
     """At reduced DCT scales the stored window is resized, then turned: close to the reference
