@@ -344,7 +344,7 @@ def test_build_key_does_not_depend_on_torch(monkeypatch):
 
 def test_build_key_covers_the_stable_abi_target(monkeypatch):
     base = _build_config.build_key()
-    assert ("TORCH_TARGET_VERSION", "0x020b000000000000") in _build_config.define_macros(base)
+    assert ("TORCH_TARGET_VERSION", "0x020a000000000000") in _build_config.define_macros(base)
     monkeypatch.setattr(_build_config, "TORCH_TARGET_VERSION", (2, 12))
     assert _build_config.build_key() != base
 

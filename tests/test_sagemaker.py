@@ -100,7 +100,7 @@ def test_local_job_builds_once_and_saves_model(local_job):
     assert output.count(BUILDING) == 1, output
     assert output.count(WAITING) == 1, output  # the other rank waited for the build
     assert re.search(r"built in [0-9.]+ s", output)
-    builds = list((work / "custom_op_build").glob("*/_C*"))
+    builds = list((work / "custom_op_build").glob("*/_C*.so"))  # beside each: its .json record
     assert len(builds) == 1, builds
     assert "DistributedDataParallel: backend gloo, 2 ranks" in output
     assert "reached --max-steps 6" in output
