@@ -167,8 +167,10 @@ def dry_run(tmp_path: Path, *arguments: str) -> tuple[int, str]:
 
 
 def test_plain_run_with_defaults_from_staged_source_dir(tmp_path):
+    # --from-source: the package's sources staged beside train.py, built cold in the job (with a
+    # wheel in dist/, the launcher would stage the wheel instead: tests/test_sagemaker_wheel.py).
     stage = tmp_path / "source_dir"
-    code, output = dry_run(tmp_path, "--source-dir", str(stage))
+    code, output = dry_run(tmp_path, "--source-dir", str(stage), "--from-source")
     assert code == 0, output
     job = tmp_path / "job"
     make_dataset(job / "data" / "train", 20, 240, 320)  # the default crop is 224

@@ -74,10 +74,20 @@ void run_in_parallel(size_t count, int64_t num_threads, const Task& task) {
       break;  // No more threads to be had: the ones running finish the work.
     }
   }
+  // The started threads are joined whatever the caller's share of the work
+  // does: a std::thread destroyed unjoined calls std::terminate, which would
+  // take the whole process (a DataLoader, a training job) down with it.
+  struct JoinAll {
+    std::vector<std::thread>& threads;
+    ~JoinAll() {
+      for (std::thread& thread : threads) {
+        if (thread.joinable()) {
+          thread.join();
+        }
+      }
+    }
+  } join_all{threads};
   worker();
-  for (std::thread& thread : threads) {
-    thread.join();
-  }
 }
 
 // For the tests: torch.get_num_threads() as each of `num_threads` batch
