@@ -69,8 +69,8 @@ _WHEEL_FIGURES: dict[str, Any] = {}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ship benchmark")
-    group.add_argument("--ship-small", type=int, default=6, help="500x375 files (default 6)")
-    group.add_argument("--ship-medium", type=int, default=6, help="800x533 files (default 6)")
+    group.add_argument("--ship-small", type=int, default=4, help="500x375 files (default 4)")
+    group.add_argument("--ship-medium", type=int, default=4, help="800x533 files (default 4)")
     group.add_argument("--ship-large", type=int, default=2, help="2560x1600 files (default 2)")
     group.add_argument("--ship-rounds", type=int, default=3,
                        help="rounds, each one child process per build (default 3)")
