@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from bench import __main__ as bench_main
-from bench import loaders, photos
+from bench import loaders, photos, ship_bench
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +85,47 @@ def test_one_part_writes_its_json_and_chart_and_reprints_its_table(tmp_path, cap
     table = printed[printed.index("Per-crop time"):printed.index("Results:")].strip()
     bench_main.main(["tables", str(tmp_path / "results" / "smoke.json")])
     assert table in capsys.readouterr().out
+
+
+def _ship_child(libjpeg: str, torchvision_ns: list[int], custom_ns: list[int]) -> dict:
+    """A ship child's output for one size, with the same samples for every task."""
+    samples = {f"{task}/{method}": list(values) for task in ship_bench.TASKS
+               for method, values in (("torchvision", torchvision_ns), ("custom_op", custom_ns))}
+    return {"libjpeg": libjpeg, "load_s": 0.5, "cases": {"500x375": samples}}
+
+
+def test_ship_ratios_are_per_round_within_a_process_and_paired_across_builds():
+    results = {ship_bench.SYSTEM: [_ship_child("2.1.5", [10, 10], [5, 5]), _ship_child("2.1.5", [20, 20], [5, 5])],
+               ship_bench.STATIC: [_ship_child("3.1.0", [12, 12], [4, 4]), _ship_child("3.1.0", [12, 12], [4, 4])]}
+    rows = ship_bench._rows(results, {"cases": [{"label": "500x375"}]})
+    assert [row["task"] for row in rows] == list(ship_bench.TASKS)
+    system, static = rows[0][ship_bench.SYSTEM], rows[0][ship_bench.STATIC]
+    # Each round's ratio is within one child (2 then 4); the table gives their median and range.
+    assert (system["ratio"], system["ratio_low"], system["ratio_high"], system["samples"]) == (3.0, 2.0, 4.0, 4)
+    assert (system["torchvision_ms"], system["custom_op_ms"]) == (15e-6, 5e-6)
+    # 3.1 over 2.1.5 pairs the rounds' children: median(3/2, 3/4), not 3/3.
+    assert static["ratio"] == 3.0 and rows[0]["static_over_system"] == 1.125
+
+
+def test_ship_table_without_the_static_build_says_why():
+    rows = ship_bench._rows({ship_bench.SYSTEM: [_ship_child("2.1.5", [10], [5])]}, {"cases": [{"label": "500x375"}]})
+    result = {"config": {"images": "generated", "rounds": 1, "repeats": 1, "files": {"500x375": 1},
+                         "static_note": "archive missing: run make libjpeg-static"},
+              "libjpeg": {ship_bench.SYSTEM: ["2.1.5"]},
+              "rows": rows, "install": {"wheel": None, "wheel_skipped": "no wheel in dist/",
+                                        "cold_checkout": None}}
+    table = ship_bench.format_table(result)
+    assert "Note: archive missing: run make libjpeg-static" in table
+    assert "Wheel: skipped: no wheel in dist/" in table
+    # The 2.1.5 column has the ratio; the 3.1 column and 3.1/2.1.5 are empty.
+    crop_row = next(line for line in table.splitlines() if line.startswith("| 500x375 | crop"))
+    cells = [cell.strip() for cell in crop_row.strip("|").split("|")]
+    assert cells[3].startswith("2.00x (2.00-2.00)") and cells[4:] == ["-", "-"]
+
+
+def test_ship_children_name_their_build_and_only_the_static_one_the_archive(monkeypatch):
+    monkeypatch.setenv("CUSTOM_OP_JPEG_STATIC", "/elsewhere")
+    system, static = ship_bench._build_env(ship_bench.SYSTEM), ship_bench._build_env(ship_bench.STATIC)
+    assert "CUSTOM_OP_JPEG_STATIC" not in system
+    assert static["CUSTOM_OP_JPEG_STATIC"] == str(ship_bench.STATIC_ARCHIVE)
+    assert system["CUSTOM_OP_BUILD_DIR"] != static["CUSTOM_OP_BUILD_DIR"]
