@@ -66,12 +66,18 @@ def test_opcheck_decode_and_crop_jpeg(tensors, file: str, mode: str, contiguous:
     torch.library.opcheck(torch.ops.custom_op.decode_and_crop_jpeg.default, args)
 
 
+@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "chw"])
+@pytest.mark.parametrize("file", list(FILES))
 @pytest.mark.parametrize("mode", ["rgb", "unchanged"])
-@pytest.mark.parametrize("scale_num", [8, 2])
-def test_opcheck_decode_and_resized_crop_jpeg(tensors, mode: str, scale_num: int) -> None:
-    data = tensors["rgb"]
-    args = (data, 10, 20, 200, 180, 40, 30, scale_num, True, MODE_CODES[mode], True, *LIMITS,
-            True, False, 1 << 28)
+@pytest.mark.parametrize("scale_num", [8, 2, 0], ids=["full", "half", "auto"])
+def test_opcheck_decode_and_resized_crop_jpeg(tensors, mode: str, scale_num: int, file: str,
+                                              contiguous: bool) -> None:
+    """Every channel count, both layouts, full, reduced and kernel-chosen (0) DCT scales."""
+    data = tensors[file]
+    y, x, height, width = _window(data)
+    out = (max(1, height // 3), max(1, width // 3))
+    args = (data, y, x, height, width, *out, scale_num, True, MODE_CODES[mode], True, *LIMITS,
+            True, contiguous, 1 << 28)
     torch.library.opcheck(torch.ops.custom_op.decode_and_resized_crop_jpeg.default, args)
 
 
