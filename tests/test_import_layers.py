@@ -63,8 +63,8 @@ def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
-INTEGRATION = ["custom_op._encoded_jpeg", "custom_op._tv_kernels", "custom_op._fused_resize",
-               "custom_op._compose_jpeg", "custom_op._orientation", "custom_op._tv_geometry",
+INTEGRATION = ["custom_op._torchvision._encoded_jpeg", "custom_op._torchvision._tv_kernels", "custom_op._torchvision._fused_resize",
+               "custom_op._timm._compose_jpeg", "custom_op._orientation", "custom_op._torchvision._tv_geometry",
                "custom_op.transforms"]
 
 
@@ -83,5 +83,5 @@ def test_the_walk_finds_a_circle_when_there_is_one() -> None:
 
 def test_the_walk_sees_relative_imports() -> None:
     graph = _graph()
-    assert "custom_op._tv_kernels" in graph["custom_op._encoded_jpeg"]
-    assert "custom_op._encoded_jpeg" not in graph["custom_op._tv_kernels"]
+    assert "custom_op._torchvision._tv_kernels" in graph["custom_op._torchvision"]
+    assert "custom_op._torchvision._encoded_jpeg" not in graph["custom_op._torchvision._tv_kernels"]

@@ -41,11 +41,11 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2
 from torchvision.transforms.v2.functional._geometry import _check_interpolation
 
-from .._compose_jpeg import for_encoded_images
+from .._timm._compose_jpeg import for_encoded_images
 from .._decode import decode_and_crop_jpeg_batch
-from .._encoded_jpeg import EncodedJpeg
-from .._errors import JpegDecodeError
-from .._fused_resize import native_size
+from .._torchvision._encoded_jpeg import EncodedJpeg
+from .._core._errors import JpegDecodeError
+from .._torchvision._fused_resize import native_size
 from ..transforms import decode_remaining
 
 __all__ = ["BatchLane", "LaneSample", "split_transform"]
