@@ -17,9 +17,9 @@ it builds just in time into ``custom_op/_build/``.
 
 ``make wheel`` runs this file too (``pip wheel``, with CUSTOM_OP_JPEG_STATIC
 set: libjpeg-turbo linked in). Beside the module it writes the module's
-record (size, SHA-256: custom_op/_module_check.py) and
+record (size, SHA-256: custom_op/_core/_module_check.py) and
 ``_prebuilt/shipped.json``, the manifest by which the installed package finds
-the module without recomputing its key (custom_op/_shipped.py); for a module
+the module without recomputing its key (custom_op/_core/_shipped.py); for a module
 on CPython's limited API the wheel is tagged abi3.
 """
 
@@ -40,7 +40,7 @@ SKIP_VARIABLE = "CUSTOM_OP_SKIP_BUILD"
 def _load_by_path(name: str):
     # By path: importing the custom_op package here would need its dependencies.
     spec = importlib.util.spec_from_file_location(f"custom_op_setup_{name}",
-                                                  PACKAGE / f"{name}.py")
+                                                  PACKAGE / "_core" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -59,7 +59,7 @@ def _version_text(version) -> str | None:
 def _describe_module(module: Path, key: str) -> None:
     """Writes the module's record (size, hash) and the manifest the installed loader reads.
 
-    The manifest's fields are described in custom_op/_shipped.py, which reads it.
+    The manifest's fields are described in custom_op/_core/_shipped.py, which reads it.
     """
     import torch
 
@@ -122,7 +122,7 @@ def _native_build() -> dict:
     # run() adds libjpeg-turbo's folders and our flags, so that library
     # discovery (which runs pkg-config) and its errors happen only when
     # something is built, not when pip asks for metadata.
-    # py_limited_api: an abi3 module (custom_op/_build_config.py, the binding on torch's stable ABI).
+    # py_limited_api: an abi3 module (custom_op/_core/_build_config.py, the binding on torch's stable ABI).
     extension = CppExtension(name=name, sources=[f"custom_op/{s}" for s in config.SOURCES],
                              py_limited_api=True)
     # One module for every CPython from torch's floor (3.10) on: the wheel is tagged so.

@@ -48,7 +48,7 @@ from torchvision.io import decode_jpeg
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op._encoded_jpeg import DecodeOptions
+from custom_op._torchvision._encoded_jpeg import DecodeOptions
 from bench import images, report, timing
 
 RESIZE, CROP = 256, 224

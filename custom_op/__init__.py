@@ -3,15 +3,15 @@
 ``import custom_op`` defines the operators (``torch.ops.custom_op.*``) and
 loads the native extension if this environment has a build (a few
 milliseconds, no process); with none, the first call that decodes builds it
-(see custom_op/_loader.py and docs/install.md). The parts that need torchvision
+(see custom_op/_core/_loader.py and docs/install.md). The parts that need torchvision
 (EncodedJpeg, the transforms and the datasets) are imported on first use too,
 so the decode functions alone do not pay for importing torchvision.
 """
 
 import importlib as _importlib
 
-from ._errors import JpegDecodeError
-from . import _native as _C
+from ._core._errors import JpegDecodeError
+from ._core import _native as _C
 from ._decode import (
     decode_and_crop_jpeg,
     decode_and_crop_jpeg_batch,
@@ -23,8 +23,8 @@ from ._restart_markers import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
 _LAZY = {
-    "EncodedJpeg": ("._encoded_jpeg", "EncodedJpeg"),
-    "DecodeOptions": ("._encoded_jpeg", "DecodeOptions"),
+    "EncodedJpeg": ("._torchvision", "EncodedJpeg"),
+    "DecodeOptions": ("._torchvision", "DecodeOptions"),
     "JpegFolder": (".datasets", "JpegFolder"),
     "CocoJpegDetection": (".datasets", "CocoJpegDetection"),
     "transforms": (".transforms", None),

@@ -6,13 +6,14 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _native as _C
-from . import _ops, _orientation
+from ._core import _native as _C
+from ._core import _ops
+from . import _orientation
 # The checks live in _arguments; their names stay importable from here (other modules do).
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,  # noqa: F401
                          _as_size, _as_window, _check_flags, _check_out, _normalize_mode,
                          mode_name)
-from ._errors import JpegDecodeError
+from ._core._errors import JpegDecodeError
 
 #: What every JPEG file starts with: SOI (FF D8), then another marker's FF. The datasets and
 #: prepare tell JPEG files by it rather than by name (ImageNet's n02105855_2933.JPEG is a PNG).
@@ -188,7 +189,7 @@ def decode_and_crop_jpeg(
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
         pixels = _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
                                          seek, True, planes, memory)
-    else:  # the public operator, which torch.compile traces (custom_op/_ops.py)
+    else:  # the public operator, which torch.compile traces (custom_op/_core/_ops.py)
         pixels = _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits,
                            seek, planes, memory)
     return _orientation.turn(pixels, orientation, contiguous=contiguous)
@@ -311,7 +312,7 @@ def decode_and_resized_crop_jpeg(
         return _C.decode_and_resized_crop_jpeg(encoded, y, x, height, width, out_height,
                                                out_width, SCALE_AUTO, antialias, mode_code,
                                                strict, *limits, seek, contiguous, memory)
-    # The public operator, which torch.compile traces (custom_op/_ops.py).
+    # The public operator, which torch.compile traces (custom_op/_core/_ops.py).
     return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
                              SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
                              memory)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import _native as _C
+from ._core import _native as _C
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, JpegData,
                       _as_encoded, _as_int, _as_limit)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from . import _build, _loader
+from ._core import _build, _loader
 from ._decode import decode_and_crop_jpeg
 
 #: A 16 x 8 baseline JPEG of one colour, RGB (200, 30, 60): enough to show

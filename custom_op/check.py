@@ -44,7 +44,7 @@ def _step(title: str, action: Callable[[], str]) -> None:
 
 def _load_extension() -> str:
     import custom_op
-    from custom_op import _loader
+    from custom_op._core import _loader
 
     version = custom_op.libjpeg_version()  # the first native call: loads or builds
     origin = Path(_loader.load_extension().__file__).parent

@@ -1,10 +1,10 @@
 """Builds custom_op's native extension, ``custom_op._C``, into a build folder.
 
-The just-in-time build (custom_op/_build.py) runs this file; so does
+The just-in-time build (custom_op/_core/_build.py) runs this file; so does
 ``python -m custom_op.build``, which is how to build by hand. ``pip install``
 uses the repository's setup.py instead, which builds the same extension into
 the installed package. Sources, flags and the build key come from
-custom_op/_build_config.py, shared by all of them.
+custom_op/_core/_build_config.py, shared by all of them.
 
     python custom_op/setup.py build_ext --build-lib BUILD_DIR --build-temp BUILD_DIR/obj
 """
@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 
 def _load_by_path(name: str):
     # By path: importing the custom_op package would import torch-bound modules.
-    spec = importlib.util.spec_from_file_location(f"custom_op_setup_{name}", HERE / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"custom_op_setup_{name}", HERE / "_core" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

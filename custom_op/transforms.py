@@ -1,7 +1,7 @@
 """Transforms for pipelines that start from encoded JPEGs and keep uint8 until the device.
 
 torchvision's own v2 transforms already decode only the window of a
-:class:`custom_op.EncodedJpeg` (see custom_op/_tv_kernels.py), so a pipeline
+:class:`custom_op.EncodedJpeg` (see custom_op/_torchvision/_tv_kernels.py), so a pipeline
 needs nothing from here but the input type::
 
     transform = v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()])
@@ -18,13 +18,13 @@ This module adds:
   ``max_pixels``, ``max_scans``, ``max_memory``). Their output never holds an undecoded JPEG;
   ``ResizeJPEG``'s may hold a resize still pending, which a following crop
   (``CenterCropJPEG``, ``v2.CenterCrop``) decodes as one window and any other
-  operation computes in full (custom_op/_fused_resize.py).
+  operation computes in full (custom_op/_torchvision/_fused_resize.py).
 - ``evaluation_transform``: torchvision's classification presets
   (``ResNet50_Weights.DEFAULT.transforms()``) as the equivalent v2 pipeline,
   so that the evaluation recipe decodes only the central window.
 - ``ComposeJPEG``: timm's ``create_transform`` pipelines and torchvision v1
   ``Compose``s (written for PIL images) on encoded JPEGs, their first crop or
-  resize decoding only its window (custom_op/_compose_jpeg.py, docs/timm.md).
+  resize decoding only its window (custom_op/_timm/_compose_jpeg.py, docs/timm.md).
 - ``DecodeJPEG``: decodes, in full, any EncodedJpeg still in a sample (a
   pipeline whose crop left the image alone, e.g. RandomIoUCrop's "keep"
   option, or no crop at all).
@@ -50,8 +50,8 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from ._compose_jpeg import ComposeJPEG
-from ._encoded_jpeg import DecodeOptions, EncodedJpeg
+from ._timm._compose_jpeg import ComposeJPEG
+from ._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 
 __all__ = ["CenterCropJPEG", "ComposeJPEG", "DecodeJPEG", "NormalizeBatch", "RandomCropJPEG",
            "RandomResizedCropJPEG", "ResizeJPEG", "decode_remaining", "evaluation_transform"]

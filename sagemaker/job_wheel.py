@@ -7,7 +7,7 @@ script starts. The wheel carries the native module, built with libjpeg-turbo
 linked in: no apt-get, no compiler, no build at the job's start. Before
 anything is uploaded, the wheel is checked against the image the job will
 run: its Python tag, and the torch it runs on (the module's manifest,
-``custom_op/_prebuilt/shipped.json``, see custom_op/_shipped.py).
+``custom_op/_prebuilt/shipped.json``, see custom_op/_core/_shipped.py).
 """
 
 from __future__ import annotations

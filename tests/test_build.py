@@ -1,4 +1,4 @@
-"""The native extension's build and loading (custom_op/_loader.py, _build.py,
+"""The native extension's build and loading (custom_op/_core/_loader.py, _build.py,
 _build_config.py, build.py): lazy, once per key, safe under concurrency and
 kill -9, loud and remembered on failure, loadable without a compiler."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from custom_op import _build, _build_config, _build_diagnosis, _loader
+from custom_op._core import _build, _build_config, _build_diagnosis, _loader
 
 REPO = Path(__file__).resolve().parents[1]
 BUILD_LINE = "building the native extension"

@@ -249,7 +249,7 @@ def test_sizes_come_from_the_header_without_decoding(files, monkeypatch) -> None
     def refuse(*args, **kwargs):
         raise AssertionError("decoded")
 
-    monkeypatch.setattr(custom_op._encoded_jpeg, "decode_and_crop_jpeg", refuse)
+    monkeypatch.setattr(custom_op._torchvision._encoded_jpeg, "decode_and_crop_jpeg", refuse)
     assert F.get_size(encoded) == [120, 200]
     assert F.get_dimensions(encoded) == [3, 120, 200]
     assert v2.RandomResizedCrop(8).make_params([encoded])["height"] >= 1

@@ -1,7 +1,7 @@
 """The evaluation recipe on EncodedJpeg: Resize(N) then a crop, decoded as one window.
 
 A resize of an EncodedJpeg stays pending and a crop after it decodes only the
-window its rectangle of the resized image reads (custom_op/_fused_resize.py,
+window its rectangle of the resized image reads (custom_op/_torchvision/_fused_resize.py,
 csrc/grid_resample.h). Everything here is compared with torchvision's own
 transforms on the decoded image: bit for bit with ``exact=True`` (and wherever
 no DCT scale applies), above a stated PSNR floor otherwise; sizes the native
@@ -237,7 +237,7 @@ def test_pending_resize_acts_as_the_resized_image(photos) -> None:
 
 def test_center_crop_after_resize_decodes_only_the_window(photos, monkeypatch) -> None:
     """The fused path never computes the whole resize."""
-    from custom_op import _encoded_jpeg
+    from custom_op._torchvision import _encoded_jpeg
 
     def whole_resize(_encoded):
         raise AssertionError("the whole image was resized")

@@ -1,6 +1,9 @@
-"""Imports in custom_op/ run one way (issue 27): no module imports, at import time, a module
-that imports it back. Walks every module's top-level imports (those under TYPE_CHECKING and
-inside functions run later, or never, and are left out)."""
+"""Imports in custom_op/ run one way, downwards through the layers (issue 27; docs/design.md).
+
+Walks every module of the package with ast and collects the custom_op modules it imports when
+it runs: imports at module level and inside functions and classes count (a function-level
+import is a circle that waits for its first call); those under ``if TYPE_CHECKING:`` do not
+(they never run). Then: no circle anywhere, and no module imports one of a higher layer."""
 
 from __future__ import annotations
 
@@ -11,41 +14,83 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "custom_op"
 
+#: Lowest first. A module may import its own layer or lower ones, never a higher one.
+LAYERS = [
+    ("core", ["custom_op._core"]),
+    ("decode", ["custom_op._decode", "custom_op._arguments", "custom_op._orientation",
+                "custom_op._restart_markers", "custom_op._regular_files"]),
+    ("torchvision v2", ["custom_op._torchvision"]),
+    ("timm / torchvision v1", ["custom_op._timm"]),
+    ("transforms", ["custom_op.transforms"]),
+    ("data tools", ["custom_op.datasets", "custom_op.prepare"]),
+    ("entry points", ["custom_op", "custom_op.build", "custom_op.check"]),
+]
+
 
 def _module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _top_level_imports(path: pathlib.Path, modules: set[str]) -> set[str]:
-    """The custom_op modules ``path`` imports when it is imported (``from . import x`` names
-    the submodule x, not the package it is in, which is already being imported)."""
+def _layer_of(module: str) -> int:
+    """The index in LAYERS of the most specific prefix that names ``module``."""
+    best, length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+                best, length = index, len(prefix)
+    assert best is not None, f"{module} is in no layer: add it to LAYERS (and docs/design.md)"
+    return best
+
+
+class _RuntimeImports(ast.NodeVisitor):
+    """The imported names of every import that runs, TYPE_CHECKING blocks left out."""
+
+    def __init__(self) -> None:
+        self.imports: list[ast.Import | ast.ImportFrom] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        self.imports.append(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self.imports.append(node)
+
+
+def _imports(path: pathlib.Path, modules: set[str]) -> set[str]:
+    """The custom_op modules ``path`` imports at run time (``from . import x`` names the
+    submodule x, not the package it is in)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    visitor = _RuntimeImports()
+    visitor.visit(ast.parse(path.read_text()))
     found = set()
-    for node in ast.parse(path.read_text()).body:  # top level only: not functions, not classes
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+    for node in visitor.imports:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("custom_op"))
             continue
-        for inner in ast.walk(node):
-            if isinstance(inner, ast.Import):
-                found.update(alias.name for alias in inner.names if alias.name.startswith("custom_op"))
-            elif isinstance(inner, ast.ImportFrom):
-                base = inner.module or ""
-                if inner.level:
-                    anchor = package.split(".")
-                    anchor = anchor[: len(anchor) - inner.level + 1]
-                    base = ".".join(anchor + ([base] if base else []))
-                if base.startswith("custom_op"):
-                    submodules = {f"{base}.{alias.name}" for alias in inner.names} & modules
-                    found.update(submodules or {base})
+        base = node.module or ""
+        if node.level:
+            anchor = package.split(".")
+            anchor = anchor[: len(anchor) - node.level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        if base.startswith("custom_op"):
+            submodules = {f"{base}.{alias.name}" for alias in node.names} & modules
+            found.update(submodules or {base})
     return found
 
 
 def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py") if "_build" not in path.parts}
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")
+               if not {"_build", "_prebuilt"} & set(path.relative_to(PACKAGE).parts)}
     names = set(modules)
-    return {name: {target for target in _top_level_imports(path, names)
-                   if target in modules and target != name}
+    return {name: {target for target in _imports(path, names) if target in modules and target != name}
             for name, path in modules.items()}
 
 
@@ -63,16 +108,26 @@ def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
     return None
 
 
-INTEGRATION = ["custom_op._encoded_jpeg", "custom_op._tv_kernels", "custom_op._fused_resize",
-               "custom_op._compose_jpeg", "custom_op._orientation", "custom_op._tv_geometry",
-               "custom_op.transforms"]
-
-
-@pytest.mark.parametrize("module", INTEGRATION)
-def test_the_torchvision_integration_has_no_import_circle(module: str) -> None:
+def test_the_walk_covers_the_whole_package() -> None:
     graph = _graph()
-    assert module in graph
-    assert _cycle_through(graph, module) is None
+    assert len(graph) > 50
+    for module in ("custom_op._core._loader", "custom_op._torchvision", "custom_op.datasets._batch_lane",
+                   "custom_op.prepare.cli", "custom_op.check"):
+        assert module in graph
+
+
+def test_no_module_of_custom_op_is_on_an_import_circle() -> None:
+    graph = _graph()
+    circles = [cycle for module in sorted(graph) if (cycle := _cycle_through(graph, module))]
+    assert circles == []
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    graph = _graph()
+    upward = [f"{module} ({LAYERS[_layer_of(module)][0]}) imports {target} ({LAYERS[_layer_of(target)][0]})"
+              for module, targets in sorted(graph.items()) for target in sorted(targets)
+              if _layer_of(target) > _layer_of(module)]
+    assert upward == []
 
 
 def test_the_walk_finds_a_circle_when_there_is_one() -> None:
@@ -81,7 +136,31 @@ def test_the_walk_finds_a_circle_when_there_is_one() -> None:
     assert _cycle_through(graph, "d") is None
 
 
-def test_the_walk_sees_relative_imports() -> None:
-    graph = _graph()
-    assert "custom_op._tv_kernels" in graph["custom_op._encoded_jpeg"]
-    assert "custom_op._encoded_jpeg" not in graph["custom_op._tv_kernels"]
+def test_the_walk_counts_function_level_imports_and_skips_type_checking(tmp_path) -> None:
+    package = tmp_path / "custom_op"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                  "    from . import c\n\ndef f():\n    from . import b\n")
+    (package / "b.py").write_text("from .a import f\n")
+    (package / "c.py").write_text("")
+    graph = {name: targets for name, targets in _graph_of(package).items()}
+    assert graph["custom_op.a"] == {"custom_op.b"}
+    assert _cycle_through(graph, "custom_op.a") == ["custom_op.a", "custom_op.b", "custom_op.a"]
+
+
+def _graph_of(package: pathlib.Path) -> dict[str, set[str]]:
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, package
+    try:
+        return _graph()
+    finally:
+        PACKAGE = saved
+
+
+@pytest.mark.parametrize("module,layer", [("custom_op._core._ops", "core"), ("custom_op._decode", "decode"),
+                                          ("custom_op._torchvision._tv_kernels", "torchvision v2"),
+                                          ("custom_op.datasets._batch_lane", "data tools"),
+                                          ("custom_op", "entry points")])
+def test_layers_name_the_modules(module: str, layer: str) -> None:
+    assert LAYERS[_layer_of(module)][0] == layer

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from custom_op import _build_config, _loader, _module_check
+from custom_op._core import _build_config, _loader, _module_check
 
 REPO = Path(__file__).resolve().parents[1]
 #: Decodes the probe JPEG of python -m custom_op.build (no other input needed).

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import custom_op
-from custom_op._encoded_jpeg import DecodeOptions
+from custom_op._torchvision._encoded_jpeg import DecodeOptions
 from custom_op._regular_files import NotRegularFile, read_regular
 from custom_op.datasets import hf_image
 from custom_op.prepare import prepare_tree

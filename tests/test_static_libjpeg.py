@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from custom_op import _build_config, _loader
+from custom_op._core import _build_config, _loader
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC = REPO / "build" / "libjpeg-turbo-static"

@@ -122,7 +122,7 @@ def test_first_transform_decodes_a_window_not_the_whole_image(folder: pathlib.Pa
 
     monkeypatch.setattr(custom_op.EncodedJpeg, "decode_window", recording)
     resized = []
-    monkeypatch.setattr("custom_op._tv_kernels.decode_and_resized_crop_jpeg",
+    monkeypatch.setattr("custom_op._torchvision._tv_kernels.decode_and_resized_crop_jpeg",
                         lambda *args, **kwargs: resized.append(args[1:5]) or
                         custom_op.decode_and_resized_crop_jpeg(*args, **kwargs))
     monkeypatch.setattr(custom_op.EncodedJpeg, "decode", lambda self: pytest.fail("full decode"))

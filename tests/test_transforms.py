@@ -319,7 +319,7 @@ def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypa
         calls.append((args[1:], kwargs))
         return torch.zeros(1, 7, 9, dtype=torch.uint8)
 
-    monkeypatch.setattr(custom_op._tv_kernels, "decode_and_resized_crop_jpeg", record)
+    monkeypatch.setattr(custom_op._torchvision._tv_kernels, "decode_and_resized_crop_jpeg", record)
     transform = RandomResizedCropJPEG((7, 9), mode="gray", antialias=False, strict=False,
                                       seek=False, contiguous=False, max_pixels=10**6,
                                       max_scans=9, max_memory=5 << 20,

@@ -1,4 +1,4 @@
-"""custom_op/_tv_geometry.py against torchvision's own (private) helpers, over sweeps of inputs.
+"""custom_op/_torchvision/_tv_geometry.py against torchvision's own (private) helpers, over sweeps of inputs.
 
 custom_op does not import torchvision's private geometry; these tests are where its
 behaviour is pinned, so a torchvision release that changes it fails here, by name.
@@ -14,7 +14,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import functional as F1
 from torchvision.transforms.v2.functional import _geometry
 
-from custom_op import _tv_geometry
+from custom_op._torchvision import _tv_geometry
 
 CANVASES = [(1, 1), (1, 300), (300, 1), (7, 13), (375, 500), (500, 375), (533, 800), (64, 64)]
 SIZES = [None, 1, 7, 224, 256, [256], [1], [224, 224], (100, 37), [3, 1000]]

@@ -39,14 +39,15 @@ import torch
 from torchvision import tv_tensors
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2
-from torchvision.transforms.v2.functional._geometry import _check_interpolation
 
-from .._compose_jpeg import for_encoded_images
+from .._timm._compose_jpeg import for_encoded_images
 from .._decode import decode_and_crop_jpeg_batch
-from .._encoded_jpeg import EncodedJpeg
-from .._errors import JpegDecodeError
-from .._fused_resize import native_size
+from .._torchvision._encoded_jpeg import EncodedJpeg
+from .._core._errors import JpegDecodeError
+from .._torchvision._fused_resize import native_size
+from .._torchvision._tv_geometry import interpolation_mode
 from ..transforms import decode_remaining
+from ._lane_sample import LaneSample
 
 __all__ = ["BatchLane", "LaneSample", "split_transform"]
 
@@ -54,16 +55,6 @@ _log = logging.getLogger("custom_op.datasets")
 
 #: Held while the global generators are drawn from or swapped (steps 2 and 3 above).
 _RNG_LOCK = threading.RLock()
-
-
-@dataclasses.dataclass
-class LaneSample:
-    """One sample on its way through the lane: what the dataset read, its label, its name."""
-
-    image: Any  # an EncodedJpeg, a tv_tensors.Image (a file that is not a JPEG), None: error
-    label: Any
-    name: str
-    error: Optional[Exception] = None  # why the file could not be read (on_error="substitute")
 
 
 @dataclasses.dataclass
@@ -159,7 +150,7 @@ class BatchLane:
         on_error = on_error or getattr(source, "on_error", "raise")
         if on_error not in ("raise", "substitute"):
             raise ValueError(f"BatchLane: on_error must be 'raise' or 'substitute', got {on_error!r}")
-        from ._lane_sources import lane_source  # the sources build on LaneSample, defined here
+        from ._lane_sources import lane_source  # imported on first use: the sources pull in the datasets
 
         self.source = lane_source(source)
         self.crop, self.flip, self.tail = split_transform(transform)
@@ -261,7 +252,7 @@ class BatchLane:
         return (isinstance(image, EncodedJpeg) and image.pending_resize is None
                 and image.options == options and not options.exact
                 and options.mode in ("rgb", "gray")
-                and _check_interpolation(self.crop.interpolation) == InterpolationMode.BILINEAR
+                and interpolation_mode(self.crop.interpolation) == InterpolationMode.BILINEAR
                 and native_size(self._size())
                 and (window["height"], window["width"]) != self._size())
 

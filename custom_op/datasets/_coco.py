@@ -7,7 +7,7 @@ from typing import Any
 
 from torchvision.datasets import CocoDetection
 
-from .._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from ._loading import load_sample
 
 

@@ -10,9 +10,9 @@ from typing import Any, Callable, Optional, Union
 from torchvision.datasets import DatasetFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from .._encoded_jpeg import DecodeOptions
-from .._errors import JpegDecodeError
-from .._compose_jpeg import for_encoded_images
+from .._torchvision._encoded_jpeg import DecodeOptions
+from .._core._errors import JpegDecodeError
+from .._timm._compose_jpeg import for_encoded_images
 from ..transforms import decode_remaining
 from ._loading import load_sample
 

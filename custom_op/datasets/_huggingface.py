@@ -19,8 +19,8 @@ from typing import Any, Callable, Mapping, Optional, Union
 from torchvision import tv_tensors
 
 from .._decode import JPEG_SIGNATURE
-from .._encoded_jpeg import DecodeOptions, EncodedJpeg
-from .._errors import JpegDecodeError
+from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._core._errors import JpegDecodeError
 from .._regular_files import read_row_path
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES

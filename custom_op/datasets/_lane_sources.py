@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .._encoded_jpeg import DecodeOptions
-from .._errors import JpegDecodeError
-from ._batch_lane import LaneSample
+from .._torchvision._encoded_jpeg import DecodeOptions
+from .._core._errors import JpegDecodeError
+from ._lane_sample import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
 from ._huggingface import hf_image
 

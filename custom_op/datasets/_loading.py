@@ -22,8 +22,8 @@ import torch
 from torchvision import tv_tensors
 
 from .._decode import JPEG_SIGNATURE
-from .._encoded_jpeg import DecodeOptions, EncodedJpeg
-from .._errors import JpegDecodeError
+from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._core._errors import JpegDecodeError
 
 #: Pillow's mode for each decode mode: "unchanged" gives RGB, as ImageFolder does.
 _PILLOW_MODES = {"rgb": "RGB", "gray": "L", "unchanged": "RGB"}

@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional
 import torch
 
 from .._decode import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE, decode_and_crop_jpeg, jpeg_size
-from .._errors import JpegDecodeError
+from .._core._errors import JpegDecodeError
 from .._regular_files import open_regular, read_at_most, read_head
 from .._restart_markers import prepare_jpeg_with_info, seekable
 from . import atomic, layout

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .._errors import JpegDecodeError
+from .._core._errors import JpegDecodeError
 
 # Outcome kinds, for files and shard members alike.
 PREPARED = "prepared"

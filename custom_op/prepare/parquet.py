@@ -52,8 +52,9 @@ from .._decode import DEFAULT_MAX_MEMORY
 from .._regular_files import open_regular
 from . import atomic, pool
 from .files import is_jpeg, rewrite_jpeg
-from .items import (COPIED, EMPTY_FILE, ERROR, NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NOT_A_JPEG,
-                    SHARD_REFUSED, SHARD_WRITTEN, Outcome, Task, describe)
+from .items import (COPIED, EMPTY_FILE, NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NOT_A_JPEG, SHARD_WRITTEN,
+                    Outcome, Task)
+from .whole_file import Interrupted, whole_file_outcomes
 
 if pa is not None:
     from .parquet_check import ParquetRefused, check_types, int96_columns, int96_unit
@@ -71,10 +72,6 @@ _CHUNKING = b"content_defined_chunking"  # the entry of a file written with cont
 _SLICE_BYTES = 8 << 20
 #: The writer's names for the codecs the file metadata reports.
 _CODECS = {"UNCOMPRESSED": "NONE", "LZ4_RAW": "LZ4"}
-
-
-class _Interrupted(Exception):
-    """The parent asked the workers to stop; the file's temporary output is dropped."""
 
 
 def _is_image_struct(kind: pa.DataType) -> bool:
@@ -213,7 +210,7 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int, columns:
     with pq.ParquetWriter(temporary, schema, **options) as writer:
         for group in range(reader.num_row_groups):
             if pool.stop_requested():
-                raise _Interrupted
+                raise Interrupted
             _check_held(group, reader.metadata.row_group(group).total_byte_size, max_memory)
             table = reader.read_row_group(group)
             # Arrow may hold more than the file says (dictionary-encoded values expand).
@@ -265,24 +262,12 @@ def handle_parquet(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMOR
     Never raises for a bad file: it is refused (nothing written under its name)
     with the reason. Without pyarrow the file is copied unchanged (NO_PYARROW).
     """
-    start = time.perf_counter()
-    outcomes: list[Outcome] = []
-    try:
-        os.makedirs(os.path.dirname(task.destination), exist_ok=True)
+    def write(outcomes: list[Outcome], start: float) -> Outcome:
         if pa is None:
-            return [_copy_unchanged(task, NO_PYARROW, start)]
+            return _copy_unchanged(task, NO_PYARROW, start)
         with open_regular(task.source) as source:  # a FIFO put in its place: refused
-            written = _write(task, source, verify, max_memory, image_column, outcomes, start)
-        if written.kind == COPIED:
-            return [written]
-    except _Interrupted:
-        return []
-    except ParquetRefused as refusal:
-        return [Outcome(task.relative, SHARD_REFUSED, str(refusal), task.size,
-                        seconds=time.perf_counter() - start)]
-    except Exception as error:  # noqa: BLE001 - one unreadable file must not end a long run
-        # A damaged page or footer found while reading refuses the file; I/O fails it.
-        damaged = pa is not None and isinstance(error, pa.ArrowException)
-        return [Outcome(task.relative, SHARD_REFUSED if damaged else ERROR, describe(error),
-                        task.size, seconds=time.perf_counter() - start)]
-    return outcomes + [written._replace(seconds=time.perf_counter() - start)]
+            return _write(task, source, verify, max_memory, image_column, outcomes, start)
+
+    # A damaged page or footer found while reading refuses the file; I/O fails it.
+    return whole_file_outcomes(task, write, ParquetRefused,
+                               lambda error: pa is not None and isinstance(error, pa.ArrowException))

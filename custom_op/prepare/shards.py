@@ -28,7 +28,6 @@ import io
 import os
 import posixpath
 import tarfile
-import time
 from typing import BinaryIO, Optional
 
 from .._decode import DEFAULT_MAX_MEMORY
@@ -36,10 +35,9 @@ from .._regular_files import open_regular
 from . import atomic
 from .files import (SIGNATURE_LENGTH, is_jpeg, largest_preparable,
                     rewrite_jpeg, too_large)
-from .items import (COPIED, EMPTY_FILE, ERROR, NOT_A_JPEG, OTHER_MEMBER, SHARD_REFUSED,
-                    SHARD_WRITTEN, Outcome, Task,
-                    describe)
+from .items import COPIED, EMPTY_FILE, NOT_A_JPEG, OTHER_MEMBER, SHARD_WRITTEN, Outcome, Task
 from .pool import hold_for_test, stop_requested
+from .whole_file import Interrupted, whole_file_outcomes
 
 #: Member names that say "JPEG": one that is not a JPEG by content is listed as a copy.
 _JPEG_SUFFIXES = (".jpg", ".jpeg")
@@ -54,10 +52,6 @@ SPARSE_MEMBER = ("a sparse member (tar --sparse): copied as stored, headers and 
 
 class ShardRefused(Exception):
     """The shard cannot be written faithfully; the message says why."""
-
-
-class _Interrupted(Exception):
-    """The parent asked the workers to stop; the shard's temporary file is dropped."""
 
 
 class _Prefixed:
@@ -187,7 +181,7 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int,
                 for members, info in enumerate(reader):
                     hold_for_test(members)
                     if stop_requested():
-                        raise _Interrupted
+                        raise Interrupted
                     where = f" in member {info.name!r}"
                     keys.check(info.name)
                     if info.issparse():
@@ -213,20 +207,9 @@ def handle_shard(task: Task, verify: bool,
     Never raises for a bad shard: it is refused (nothing written under its name)
     with the reason.
     """
-    start = time.perf_counter()
-    outcomes: list[Outcome] = []
-    try:
-        os.makedirs(os.path.dirname(task.destination), exist_ok=True)
+    def write(outcomes: list[Outcome], start: float) -> Outcome:
         atomic.replace_atomically(
             task, lambda temporary: _rewrite(task, temporary, verify, max_memory, outcomes))
-        shard = Outcome(task.relative, SHARD_WRITTEN, "", task.size,
-                        os.path.getsize(task.destination))
-    except _Interrupted:
-        return []
-    except ShardRefused as refusal:
-        return [Outcome(task.relative, SHARD_REFUSED, str(refusal), task.size,
-                        seconds=time.perf_counter() - start)]
-    except Exception as error:  # noqa: BLE001 - one unreadable shard must not end a long run
-        return [Outcome(task.relative, ERROR, describe(error), task.size,
-                        seconds=time.perf_counter() - start)]
-    return outcomes + [shard._replace(seconds=time.perf_counter() - start)]
+        return Outcome(task.relative, SHARD_WRITTEN, "", task.size, os.path.getsize(task.destination))
+
+    return whole_file_outcomes(task, write, ShardRefused)

@@ -6,12 +6,12 @@ read from the header, and the options its decodes use. It is a subclass of
 transforms recognise the image of a sample: ``query_size`` and ``query_chw``
 look for ``tv_tensors.Image`` instances and then ask the ``get_size`` /
 ``get_dimensions`` kernels, which are looked up along the class's MRO. The
-kernels registered for EncodedJpeg (custom_op/_tv_kernels.py, registered at the
-end of this module, which imports it; it never imports this one) answer from the
+kernels registered for EncodedJpeg (custom_op/_torchvision/_tv_kernels.py, registered by
+the package's __init__, which Python runs before this module, so importing this module or
+unpickling an EncodedJpeg always registers them) answer from the
 header and decode only the window for crops and resizes; every other
 functional gets the full decode first. Without a kernel of its own, a subclass
-of Image would reach torchvision's Image kernels with a 1-D byte tensor, so
-importing this module always registers them.
+of Image would reach torchvision's Image kernels with a 1-D byte tensor.
 
 Only what holds the bytes and the options lives here; what each functional
 does with them is in _tv_kernels.py.
@@ -25,10 +25,10 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 import torch
 from torchvision import tv_tensors
 
-from . import _orientation, _tv_kernels
-from ._decode import JpegData, _as_encoded, decode_and_crop_jpeg, jpeg_size
+from .. import _orientation
+from .._decode import JpegData, _as_encoded, decode_and_crop_jpeg, jpeg_size
 from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
-from ._errors import JpegDecodeError
+from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
 
 
@@ -237,7 +237,7 @@ class EncodedJpeg(tv_tensors.Image):
         file_size: ``(height, width)`` from the header (displayed: swapped
             when ``apply_exif_orientation`` and the orientation transposes).
         orientation: The EXIF orientation applied, 1 (none) to 8.
-        pending_resize: The :class:`custom_op._fused_resize.PendingResize`
+        pending_resize: The :class:`custom_op._torchvision._fused_resize.PendingResize`
             waiting for a crop, or None.
         num_channels: The channels a decode gives (3 for "rgb", 1 for
             "gray", the file's own count for "unchanged").
@@ -467,7 +467,3 @@ class EncodedJpeg(tv_tensors.Image):
         return (f"EncodedJpeg({source}nbytes={self.nbytes}, canvas_size={self.canvas_size}, "
                 f"{pending}num_channels={self.num_channels}, options={self.options})")
 
-
-# Whatever makes an EncodedJpeg (unpickling one in a spawned DataLoader worker too) imports this
-# module first, so the kernels are registered here; _tv_kernels never imports this module back.
-_tv_kernels.register_kernels(EncodedJpeg)

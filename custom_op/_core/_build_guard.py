@@ -1,6 +1,6 @@
 """Runs the build's command so that it dies with the process that asked for it.
 
-Usage (custom_op/_build.py does this; run as a script, so that it imports
+Usage (custom_op/_core/_build.py does this; run as a script, so that it imports
 nothing of custom_op, whose import would start another build)::
 
     python -I _build_guard.py BUILDER_PID COMMAND [ARG ...]

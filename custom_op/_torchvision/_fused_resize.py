@@ -34,8 +34,8 @@ from torchvision import tv_tensors
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
-from . import _native as _C
-from ._decode import choose_scale, decode_and_resized_crop_jpeg
+from .._core import _native as _C
+from .._decode import choose_scale, decode_and_resized_crop_jpeg
 
 if TYPE_CHECKING:
     from ._encoded_jpeg import EncodedJpeg

@@ -11,7 +11,7 @@ the torchvision kernels and prepare hand over:
   memoryview stays referenced by the tensor, so a bytearray cannot be resized
   under the decode);
 - a tagged RuntimeError from an operator becomes its Python type
-  (custom_op/_errors.py);
+  (custom_op/_core/_errors.py);
 - results come back as the types callers expect (tuples, bytes, None).
 
 The operators are called through ``torch.ops``, which releases the GIL while

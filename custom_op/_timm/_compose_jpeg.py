@@ -11,7 +11,7 @@ first transform replaced by a decode of the window that transform keeps:
   so the random draws are the pipeline's own, from the same generators
   (Python's ``random`` for timm, torch's for torchvision);
 - the window is decoded as EncodedJpeg's torchvision kernels decode it
-  (custom_op/_tv_kernels.py: DCT scaling for bilinear resizes unless
+  (custom_op/_torchvision/_tv_kernels.py: DCT scaling for bilinear resizes unless
   ``exact``), or, with ``exact=True``, at full scale and resized by the
   pipeline's own PIL call, so that every pixel equals timm's on
   ImageFolder's image;
@@ -40,8 +40,8 @@ from torchvision.transforms import functional as F1
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F2
 
-from ._encoded_jpeg import DecodeOptions, EncodedJpeg
-from ._tv_geometry import resized_output_size
+from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._torchvision._tv_geometry import resized_output_size
 
 __all__ = ["ComposeJPEG", "for_encoded_images"]
 

@@ -1,6 +1,6 @@
 """Building custom_op's native extension into a build folder, once per key.
 
-custom_op/_loader.py calls :func:`build` when no build exists for the current
+custom_op/_core/_loader.py calls :func:`build` when no build exists for the current
 key (see _build_config.build_key), and so does ``python -m custom_op.build``.
 
 Concurrency. Any number of processes (DataLoader workers, torchrun ranks) may
@@ -11,7 +11,7 @@ when its holder dies, even by kill -9); the first one builds in a private
 temporary folder and renames the result into place, the others wait, see the
 file, and load it. A build killed halfway leaves only a temporary folder,
 removed by the next build, never a half-written module, and no compiler: the
-compiler runs under custom_op/_build_guard.py, which kills it when the
+compiler runs under custom_op/_core/_build_guard.py, which kills it when the
 process that started the build dies, even by kill -9.
 
 Failures are remembered. A failed build leaves ``<key>.failed`` beside its
@@ -143,7 +143,7 @@ def _run_guarded(command: list[str]) -> subprocess.CompletedProcess:
     """
     guarded = os.name == "posix"
     if guarded:
-        command = [sys.executable, "-I", str(_build_config.PACKAGE_DIR / "_build_guard.py"),
+        command = [sys.executable, "-I", str(Path(__file__).resolve().with_name("_build_guard.py")),
                    str(os.getpid()), *command]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, cwd=str(_build_config.PACKAGE_DIR),

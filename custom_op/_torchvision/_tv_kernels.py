@@ -10,7 +10,7 @@ which look a kernel up by the input's type along its MRO
   the whole image and lets torchvision pad: such crops are rare, and
   torchvision's own code then decides every padded pixel.
 - ``resize`` decodes nothing: it returns the EncodedJpeg with the resize
-  pending (custom_op/_fused_resize.py), and reports the resized size. A crop
+  pending (custom_op/_torchvision/_fused_resize.py), and reports the resized size. A crop
   that follows (the evaluation recipe ``Resize(N)`` + ``CenterCrop(M)``)
   decodes only the window its rectangle of the resized image needs; any other
   functional, a second resize or a resized crop first computes the resize
@@ -21,12 +21,12 @@ which look a kernel up by the input's type along its MRO
   tensor: wrong pixels or a TypeError deep inside torchvision.
 
 Geometry (output sizes, centre anchors, interpolation names) comes from
-custom_op/_tv_geometry.py: torchvision's public API or code of ours pinned
+custom_op/_torchvision/_tv_geometry.py: torchvision's public API or code of ours pinned
 against torchvision's private helpers by tests/test_tv_geometry.py. The tests
 also compare every path with torchvision's result on the decoded image.
 
-Imports run one way: custom_op/_encoded_jpeg.py imports this module and calls
-:func:`register_kernels` once it has defined the class.
+Imports run one way: this module never imports _encoded_jpeg at run time (only for type
+checking); the package's __init__ imports both and calls :func:`register_kernels`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from torchvision.transforms.v2.functional import register_kernel
 # each functional with an Image kernel a decode-first kernel (docs/design.md says why).
 from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
 
-from ._decode import decode_and_resized_crop_jpeg
+from .._decode import decode_and_resized_crop_jpeg
 from ._fused_resize import PendingResize, native_size, resized_window
 from ._tv_geometry import (center_crop_anchor, center_crop_size, interpolation_mode,
                            resized_output_size)
@@ -169,8 +169,9 @@ def register_kernels(cls: type) -> None:
     """Registers the kernels above for ``cls`` (EncodedJpeg), and the decode-first kernel for
     every other functional that has an Image kernel.
 
-    Called by custom_op/_encoded_jpeg.py right after it defines the class, so whatever makes
-    an EncodedJpeg (unpickling one in a spawned DataLoader worker too) has them.
+    Called by custom_op/_torchvision/__init__.py, which Python runs before any module of the
+    package, so whatever makes an EncodedJpeg (unpickling one in a spawned DataLoader worker
+    too) has them.
     """
     for functional, kernel in _KERNELS.items():
         register_kernel(functional, cls)(kernel)

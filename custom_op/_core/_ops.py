@@ -8,7 +8,7 @@ cold source checkout before the extension is built. Their CPU kernel is a
 thin Python function that calls the extension's stable-ABI operator of the
 same name with a leading underscore (custom_op/decode_and_crop_jpeg.cpp; its
 first call loads, or in a cold checkout builds, the extension) and gives a
-tagged error its Python type (custom_op/_errors.py). That is why the
+tagged error its Python type (custom_op/_core/_errors.py). That is why the
 public operators are Python-defined: a stable-ABI kernel can only raise
 RuntimeError, and a kernel of ours on the call path is the one place where
 ``torch.ops`` calls and compiled graphs (whose generated code calls the

@@ -1,6 +1,6 @@
 """DecodeOptions: how an EncodedJpeg, the *JPEG transforms, ComposeJPEG and the datasets decode.
 
-Apart from custom_op/_encoded_jpeg.py (which re-exports it) so that the type file stays
+Apart from custom_op/_torchvision/_encoded_jpeg.py (which re-exports it) so that the type file stays
 short; it depends on the decode functions' checks only.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_limit,
+from .._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_limit,
                       _check_flags, mode_name)
 
 

@@ -8,11 +8,11 @@ none, nothing native is loaded until the first decode, which builds it
 (:func:`load_extension`). Pure-Python parts (datasets, transforms'
 construction) therefore import without a compiler or a build. This module
 imports nothing else of custom_op's but the build configuration: the
-operators' Python side (custom_op/_ops.py) sits above it.
+operators' Python side (custom_op/_core/_ops.py) sits above it.
 
 Builds are looked for by build key (see _build_config.build_key; for the
 module a wheel was installed with, the key its manifest gives, see
-custom_op/_shipped.py), first match wins:
+custom_op/_core/_shipped.py), first match wins:
 
 1. ``custom_op/_prebuilt/<key>/`` inside the package: what ``pip install``
    built (read-only; ``pip uninstall`` removes it with the package);
@@ -23,7 +23,7 @@ custom_op/_shipped.py), first match wins:
    An installed package never builds inside site-packages.
 
 With no build for the key, the extension is built into the build folder
-(custom_op/_build.py). Finding and loading a build starts no process. The key
+(custom_op/_core/_build.py). Finding and loading a build starts no process. The key
 does not depend on torch's version (_build_config.build_key), so a build
 survives ``pip install -U torch``.
 """
@@ -51,7 +51,7 @@ def current_build_key() -> str:
     """The build key of this environment: sources, flags, stable-ABI target, libjpeg prefix.
 
     An installed wheel's module, when it runs on this torch, is this environment's
-    build: its key comes from the manifest (custom_op/_shipped.py).
+    build: its key comes from the manifest (custom_op/_core/_shipped.py).
     """
     shipped = _shipped.shipped_key()
     if shipped is not None:

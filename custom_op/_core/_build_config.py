@@ -1,7 +1,7 @@
 """What the native extension is built from, defined once.
 
 Every build path reads this module: ``custom_op/setup.py`` (the just-in-time
-build in ``custom_op/_build.py`` runs it), the repository's ``setup.py``
+build in ``custom_op/_core/_build.py`` runs it), the repository's ``setup.py``
 (``pip install``) and ``python -m custom_op.build``, so the sources, flags,
 library discovery and build key cannot drift apart. It imports neither torch
 nor custom_op, so the setup scripts can load it by path.
@@ -31,7 +31,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+#: custom_op/, the package folder (this file is in its _core/ layer).
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 #: The one translation unit, relative to the package folder.
 SOURCES = ("decode_and_crop_jpeg.cpp",)
@@ -43,7 +44,7 @@ HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pix
            "csrc/prepare.h", "binding/errors.h", "binding/loaded_libjpeg.h",
            "binding/python_module.h", "binding/stable_tensors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
-BUILD_FILES = ("setup.py", "_build_config.py")
+BUILD_FILES = ("setup.py", "_core/_build_config.py")
 
 LIBRARIES = ("jpeg",)
 #: These come after Python's own CFLAGS and override them. -g0 drops the debug

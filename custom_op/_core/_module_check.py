@@ -31,7 +31,7 @@ from pathlib import Path
 
 #: The folder of the module a package was installed with (see _shipped.py).
 #: This file imports nothing of custom_op: setup.py loads it by path.
-_INSTALLED_ROOT = Path(__file__).resolve().parent / "_prebuilt"
+_INSTALLED_ROOT = Path(__file__).resolve().parent.parent / "_prebuilt"  # custom_op/_prebuilt
 
 
 def record_path(module: Path) -> Path:

@@ -1,0 +1,18 @@
+"""LaneSample, what a lane source hands the batch lane: defined below both, so that
+_lane_sources (which makes them) and _batch_lane (which decodes them) import it downwards and
+never each other in a circle."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+
+@dataclasses.dataclass
+class LaneSample:
+    """One sample on its way through the lane: what the dataset read, its label, its name."""
+
+    image: Any  # an EncodedJpeg, a tv_tensors.Image (a file that is not a JPEG), None: error
+    label: Any
+    name: str
+    error: Optional[Exception] = None  # why the file could not be read (on_error="substitute")
