@@ -434,10 +434,7 @@ def decode_and_crop_jpeg_batch(
         return out
     if size is None:
         return results
-    channels = sorted({result.shape[0] for result in results})
-    if len(channels) > 1:
-        raise ValueError(f"{name}(): mode={mode!r} gave {channels} channels for different files, "
-                         "which cannot be stacked; use mode='rgb' or 'gray'")
+    _check_one_channel_count(name, mode, results)
     if not results:
         return torch.empty((0, 3 if mode_code == 0 else 1, *out_size), dtype=torch.uint8,
                            memory_format=memory_format)
@@ -476,10 +473,7 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
             raise JpegDecodeError(f"{name}(): image {index}: {error}") from error
     if size is None:
         return results
-    channels = sorted({result.shape[0] for result in results})
-    if len(channels) > 1:
-        raise ValueError(f"{name}(): mode={options['mode']!r} gave {channels} channels for "
-                         "different files, which cannot be stacked; use mode='rgb' or 'gray'")
+    _check_one_channel_count(name, options["mode"], results)
     if out is None:
         out = torch.empty((len(results), *results[0].shape), dtype=torch.uint8,
                           memory_format=torch.contiguous_format if options["contiguous"]
@@ -487,3 +481,12 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
     for index, result in enumerate(results):
         out[index].copy_(result)
     return out
+
+
+def _check_one_channel_count(function: str, mode: str, results: list[torch.Tensor]) -> None:
+    """ValueError when the decoded windows, to be stacked, have different channel counts
+    (mode "unchanged" over gray, colour and CMYK files)."""
+    channels = sorted({result.shape[0] for result in results})
+    if len(channels) > 1:
+        raise ValueError(f"{function}(): mode={mode!r} gave {channels} channels for different "
+                         "files, which cannot be stacked; use mode='rgb' or 'gray'")

@@ -12,7 +12,6 @@ torchvision transforms them, from the header's size alone.
 from __future__ import annotations
 
 import io
-import math
 import pickle
 
 import numpy as np
@@ -28,6 +27,7 @@ from torchvision.transforms.v2 import functional as F
 import custom_op
 from custom_op import EncodedJpeg
 from synthetic import make_photo
+from _closeness import assert_close, psnr
 
 # Files: small corpus files with every sampling of interest, and one photo-like file big enough
 # for DCT scaling to apply to typical crops.
@@ -58,25 +58,7 @@ def decoded(data: bytes, mode: str = "rgb") -> tv_tensors.Image:
     return EncodedJpeg(data, mode=mode).decode()
 
 
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = (a.double() - b.double()).pow(2).mean().item()
-    return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
-
-def shifted_by_one_pixel(image: torch.Tensor, dim: int) -> torch.Tensor:
-    """``image`` moved one pixel right (dim -1) or down (dim -2), its first column/row repeated."""
-    return torch.cat([image.narrow(dim, 0, 1), image.narrow(dim, 0, image.shape[dim] - 1)], dim=dim)
-
-
-def assert_close(ours: torch.Tensor, reference: torch.Tensor, floor: float, where: str) -> None:
-    """Above ``floor``, and closer to ``reference`` than ``reference`` moved by one pixel is: a
-    misregistered window fails even where the content is too smooth for the floor to see it."""
-    measured = psnr(ours, reference)
-    assert measured >= floor, f"{where}: {measured:.2f} dB"
-    for dim in (-1, -2):
-        if reference.shape[dim] > 1:
-            shifted = psnr(shifted_by_one_pixel(reference, dim), reference)
-            assert measured > shifted, f"{where}: {measured:.2f} dB, a shift gives {shifted:.2f}"
 
 
 def boxes_for(height: int, width: int) -> tv_tensors.BoundingBoxes:

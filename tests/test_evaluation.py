@@ -11,7 +11,6 @@ core cannot take fall back to torchvision and must agree exactly too.
 from __future__ import annotations
 
 import io
-import math
 import pickle
 import random
 
@@ -26,6 +25,7 @@ import custom_op
 from custom_op import EncodedJpeg
 from custom_op.transforms import CenterCropJPEG, ResizeJPEG, evaluation_transform
 from synthetic import make_photo
+from _closeness import psnr
 
 #: With DCT scaling allowed, a pending resize decodes at 1/2, 1/4 or 1/8 scale when the window is
 #: at least twice, four or eight times the output. On the dense generated photos below, 1/4 and
@@ -74,10 +74,6 @@ def reference(data: bytes, transform, mode: str = "rgb") -> torch.Tensor:
     """torchvision's transform on the decoded image (custom_op's full decode, libjpeg's pixels)."""
     return transform(EncodedJpeg(data, mode=mode).decode())
 
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = (a.double() - b.double()).pow(2).mean().item()
-    return math.inf if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
 
 RECIPES = [(256, 224), (32, 30), ([40, 70], 24), (96, [50, 20]), (7, 9)]

@@ -25,6 +25,7 @@ import custom_op
 from custom_op import EncodedJpeg, _orientation
 from custom_op.datasets import HfImageTransform, hf_image
 from synthetic import make_photo
+from _closeness import psnr
 
 HEIGHT, WIDTH = 75, 118  # off the 16-pixel MCU grid both ways, not square
 ORIENTATIONS = range(1, 9)
@@ -222,10 +223,6 @@ def test_scaled_resized_crops_are_turned(files, orientation: int) -> None:
         if unturned is not None:
             assert psnr(unturned, theirs) < floor
 
-
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = (a.double() - b.double()).pow(2).mean().item()
-    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
 
 
 TRANSFORMS = {

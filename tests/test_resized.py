@@ -10,7 +10,6 @@ a one-pixel shift of the right image scores below every one of them.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
@@ -21,6 +20,7 @@ import custom_op
 from custom_op._decode import choose_scale
 from synthetic import make_photo
 from jpegenc import encode
+from _closeness import psnr, shifted_by_one_pixel
 
 MODE_CODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 HEIGHT, WIDTH = 240, 320
@@ -87,10 +87,6 @@ def files() -> dict[str, bytes]:
     return {name: _encode(name) for name in FILES}
 
 
-def psnr(ours: torch.Tensor, reference: torch.Tensor) -> float:
-    mse = (ours.double() - reference.double()).pow(2).mean().item()
-    return math.inf if mse == 0 else 10 * math.log10(255**2 / mse)
-
 
 def full_decode(data: bytes, mode: str = "rgb") -> torch.Tensor:
     return custom_op.decode_and_crop_jpeg(data, 0, 0, HEIGHT, WIDTH, mode=mode)
@@ -123,11 +119,6 @@ def test_psnr_against_torchvision_resized_crop(files, name: str, scale_num: int,
     else:
         assert psnr(ours, reference) >= PSNR_FLOOR[mode][name][scale_num - 1]
 
-
-def shifted_by_one_pixel(image: torch.Tensor, dim: int) -> torch.Tensor:
-    """``image`` moved one pixel right (dim -1) or down (dim -2), its first column/row repeated."""
-    first = image.narrow(dim, 0, 1)
-    return torch.cat([first, image.narrow(dim, 0, image.shape[dim] - 1)], dim=dim)
 
 
 @pytest.mark.parametrize("mode", ["rgb", "gray"])

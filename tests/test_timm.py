@@ -26,6 +26,7 @@ import custom_op
 from custom_op.datasets import JpegFolder
 from custom_op.transforms import ComposeJPEG, NormalizeBatch
 from synthetic import make_photo, write_jpeg_folder
+from _closeness import psnr as _psnr
 
 TIMM_RECIPES = {
     "train": dict(is_training=True),
@@ -287,10 +288,6 @@ def test_a_one_pixel_jpeg_gives_what_timm_gives(recipe: str, exact: bool) -> Non
         assert states[0] == expected_states[0] and torch.equal(states[2], expected_states[2])
     assert empty_windows > 0  # the case this test is about was drawn
 
-
-def _psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = (a.double() - b.double()).pow(2).mean().item()
-    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
 
 
 #: The default (DCT-scaled) train path against timm on Pillow, uint8 (use_prefetcher), on a

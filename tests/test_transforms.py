@@ -13,7 +13,6 @@ torchvision's result, given the channels of ``mode``.
 from __future__ import annotations
 
 import io
-import math
 import re
 from typing import TYPE_CHECKING
 
@@ -31,6 +30,7 @@ from custom_op._decode import choose_scale
 from synthetic import make_smooth_noise
 from custom_op.transforms import (CenterCropJPEG, DecodeJPEG, NormalizeBatch, RandomCropJPEG,
                                   RandomResizedCropJPEG, ResizeJPEG)
+from _closeness import assert_close
 
 if TYPE_CHECKING:
     from conftest import JpegCase
@@ -56,25 +56,7 @@ RESIZED_PSNR_FLOOR_DB = 28.8
 RECIPE_PSNR_FLOOR_DB = 22.1
 
 
-def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    mse = (a.double() - b.double()).pow(2).mean().item()
-    return float("inf") if mse == 0 else 10 * math.log10(255.0 ** 2 / mse)
 
-
-def shifted_by_one_pixel(image: torch.Tensor, dim: int) -> torch.Tensor:
-    """``image`` moved one pixel right (dim -1) or down (dim -2), its first column/row repeated."""
-    return torch.cat([image.narrow(dim, 0, 1), image.narrow(dim, 0, image.shape[dim] - 1)], dim=dim)
-
-
-def assert_close(ours: torch.Tensor, reference: torch.Tensor, floor: float, where: str) -> None:
-    """Above ``floor``, and closer to ``reference`` than ``reference`` moved by one pixel is: a
-    misregistered window fails even where the content is too smooth for the floor to see it."""
-    measured = psnr(ours, reference)
-    assert measured >= floor, f"{where}: {measured:.2f} dB"
-    for dim in (-1, -2):
-        if reference.shape[dim] > 1:
-            shifted = psnr(shifted_by_one_pixel(reference, dim), reference)
-            assert measured > shifted, f"{where}: {measured:.2f} dB, a shift gives {shifted:.2f}"
 
 
 def full_decode(data: bytes, mode: str = "rgb") -> torch.Tensor:
