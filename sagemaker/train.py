@@ -95,10 +95,6 @@ def build_parser() -> argparse.ArgumentParser:
     hp.add_argument("--num-classes", type=int, default=0,
                     help="with --data-format webdataset: classes (labels 0..N-1); 0 = find them "
                          "by scanning the shards (default)")
-    hp.add_argument("--install-jpeg-headers", type=int, default=0, choices=(0, 1),
-                    help="1: if libjpeg-turbo's headers are missing, install them with apt-get "
-                         "before building custom_op (needs root, as in SageMaker containers); "
-                         "default 0")
     paths = parser.add_argument_group("paths (SageMaker sets the environment variables)")
     paths.add_argument("--train", type=str, default=_env_path("SM_CHANNEL_TRAIN", "data/train"),
                        help="training images: SM_CHANNEL_TRAIN, else ./data/train")
@@ -275,13 +271,6 @@ def _add_custom_op_to_path() -> None:
         sys.path.append(str(HERE.parent))
 
 
-def install_jpeg_headers(ranks: Ranks) -> None:
-    """apt-get installs libjpeg-turbo's headers if missing; one rank per machine does it."""
-    from jpeg_headers import install_jpeg_headers as install  # next to this file
-
-    install(ranks.log)
-
-
 def _log_start(args: argparse.Namespace, ranks: Ranks, dataset) -> None:
     ranks.log_main(f"hyperparameters: epochs={args.epochs} batch_size={args.batch_size} "
                    f"lr={args.lr} num_workers={args.num_workers} max_steps={args.max_steps} "
@@ -454,8 +443,6 @@ def main(argv: list[str] | None = None) -> None:
     dataset = open_shards(args) if args.data_format == "webdataset" else open_dataset(args)
     classes, ranks = dataset.classes, Ranks()
     _log_start(args, ranks, dataset)
-    if args.install_jpeg_headers:
-        install_jpeg_headers(ranks)
     _, import_seconds = import_custom_op(ranks)
     device, cuda = setup_device(ranks)
     sampler, loader = (make_shard_loader(args, ranks, dataset, cuda),) * 2 \
