@@ -14,11 +14,11 @@ from ._core._errors import JpegDecodeError
 from ._core import _native as _C
 from ._decode import (
     decode_and_crop_jpeg,
-    decode_and_crop_jpeg_batch,
     decode_and_resized_crop_jpeg,
     jpeg_size,
     libjpeg_version,
 )
+from ._decode_batch import decode_and_crop_jpeg_batch
 from ._restart_markers import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.

@@ -20,6 +20,7 @@
 #include "binding/thread_pool.h"
 #include "csrc/grid_crop.h"
 #include "csrc/jpeg_decoder.h"
+#include "csrc/mirror.h"
 #include "csrc/prepare.h"
 #include "csrc/scale_rule.h"
 
@@ -309,20 +310,29 @@ Tensor grid_crop_kernel(Tensor data, int64_t grid_height, int64_t grid_width, in
   return out;
 }
 
+// The decoded [C, H, W] `image` mirrored left to right in place (a new
+// output, or a slice of the batch's, in `order`'s layout either way).
+void mirror_output(const Tensor& image, custom_op::PixelOrder order) {
+  custom_op::mirror_left_right(bytes_of(image), image.size(0), image.size(1), image.size(2), order);
+}
+
 // With `out` (and a size), every result is written into its slice of `out`:
 // a stacked batch needs no copy after the decode. Scale numerators may be
-// kScaleAuto.
+// kScaleAuto. `hflips` is empty, or one 0/1 per image: 1 mirrors that
+// image left to right after its decode, on the thread that decoded it.
 std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t> boxes,
                                  std::vector<int64_t> scale_nums, int64_t out_height,
                                  int64_t out_width, int64_t mode, bool antialias, bool strict,
                                  int64_t max_pixels, int64_t max_scans, int64_t num_threads,
                                  bool seek, std::optional<Tensor> out, bool contiguous,
-                                 int64_t max_memory) {
+                                 int64_t max_memory, std::vector<int64_t> hflips) {
   const char* function = "decode_and_crop_jpeg_batch";
   const size_t count = datas.size();
   const bool resize = out_height > 0;
-  if (boxes.size() != 4 * count || (resize && scale_nums.size() != count)) {
-    throw_value_error("boxes must hold 4 numbers per image (this is a bug in custom_op)");
+  if (boxes.size() != 4 * count || (resize && scale_nums.size() != count) ||
+      (!hflips.empty() && hflips.size() != count)) {
+    throw_value_error("boxes must hold 4 numbers per image, hflips one per image or none "
+                      "(this is a bug in custom_op)");
   }
   std::vector<custom_op::Window> windows;
   std::vector<ResizeRequest> requests;
@@ -343,6 +353,13 @@ std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t>
   run_in_parallel(count, num_threads, [&](size_t i) {
     statuses[i] = decode_one(inputs[i], options, color_mode, order, windows[i],
                              resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
+    if (statuses[i].ok() && !hflips.empty() && hflips[i] != 0) {
+      try {
+        mirror_output(outputs[i], order);
+      } catch (...) {  // Never unwind into a batch thread.
+        statuses[i] = status_of_current_exception();
+      }
+    }
   });
   for (size_t i = 0; i < count; ++i) {
     if (!statuses[i].ok()) {
@@ -430,7 +447,8 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
         "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor");
   m.def("_decode_batch(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
         "int out_width, int mode, bool antialias, bool strict, int max_pixels, int max_scans, "
-        "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory) -> Tensor[]");
+        "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory, "
+        "int[] hflips) -> Tensor[]");
   m.def("_jpeg_size(Tensor data) -> int[]");
   m.def("_restart_geometry(Tensor data) -> int[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "

@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "custom_op"
 #: Lowest first. A module may import its own layer or lower ones, never a higher one.
 LAYERS = [
     ("core", ["custom_op._core"]),
-    ("decode", ["custom_op._decode", "custom_op._arguments", "custom_op._orientation",
+    ("decode", ["custom_op._decode", "custom_op._decode_batch", "custom_op._arguments", "custom_op._orientation",
                 "custom_op._restart_markers", "custom_op._regular_files"]),
     ("torchvision v2", ["custom_op._torchvision"]),
     ("timm / torchvision v1", ["custom_op._timm"]),

@@ -167,14 +167,16 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
                  out_height: int, out_width: int, mode: int, antialias: bool, strict: bool,
                  max_pixels: int, max_scans: int, num_threads: int, seek: bool = True,
                  out: Optional[torch.Tensor] = None, contiguous: bool = False,
-                 max_memory: int = _DEFAULT_MAX_MEMORY) -> list[torch.Tensor]:
-    """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses)."""
+                 max_memory: int = _DEFAULT_MAX_MEMORY,
+                 hflips: Sequence[int] = ()) -> list[torch.Tensor]:
+    """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses);
+    ``hflips`` is empty or one 0/1 per image."""
     tensors = [as_tensor(data) for data in datas]
     if not tensors and out is None:  # no tensor for the dispatcher to dispatch on: nothing to do
         return []
     return call("_decode_batch", tensors, list(boxes), list(scale_nums), out_height, out_width,
                 mode, antialias, strict, max_pixels, max_scans, num_threads, seek, out,
-                contiguous, max_memory)
+                contiguous, max_memory, list(hflips))
 
 
 def prepare_jpeg(data: Buffer, max_pixels: int, max_scans: int, segment_width: int,

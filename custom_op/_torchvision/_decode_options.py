@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, _as_limit,
-                      _check_flags, mode_name)
+from .._arguments import _as_limit, _check_flags, mode_name
+from .._decode import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 
 
 @dataclasses.dataclass(frozen=True)

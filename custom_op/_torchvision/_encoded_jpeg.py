@@ -26,7 +26,8 @@ import torch
 from torchvision import tv_tensors
 
 from .. import _orientation
-from .._decode import JpegData, _as_encoded, decode_and_crop_jpeg, jpeg_size
+from .._arguments import JpegData, _as_encoded
+from .._decode import decode_and_crop_jpeg, jpeg_size
 from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
