@@ -13,9 +13,10 @@ steps, each a method, so that a loader can run them where they serve best:
    pipeline draws them, so the same seed gives the same windows and flips.
    It must run in batch order (one thread, or a DataLoader worker).
 3. :meth:`BatchLane.decode`: every window decoded by one
-   ``decode_and_crop_jpeg_batch(..., size=, out=)`` call on C++ threads
-   with the GIL released, straight into the batch; flips applied to the
-   batch; whatever follows the flip in the transform (the "tail") per sample.
+   ``decode_and_crop_jpeg_batch(..., size=, out=, hflips=)`` call on C++
+   threads with the GIL released, straight into the batch and mirrored there
+   by the thread that decoded it; whatever follows the flip in the transform
+   (the "tail") per sample.
 
 A tail that draws random numbers (RandAugment, ColorJitter) gets the draws the
 per-sample pipeline would give it: in step 2 each sample's generator states
@@ -41,7 +42,7 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2
 
 from .._timm._compose_jpeg import for_encoded_images
-from .._decode import decode_and_crop_jpeg_batch
+from .._decode_batch import decode_and_crop_jpeg_batch
 from .._torchvision._encoded_jpeg import EncodedJpeg
 from .._core._errors import JpegDecodeError
 from .._torchvision._fused_resize import native_size
@@ -113,7 +114,7 @@ class BatchLane:
         transform: A torchvision v2 transform for one image, the same object
             the per-sample pipeline would use. ``v2.Compose([
             v2.RandomResizedCrop(size), v2.RandomHorizontalFlip(), *tail])``
-            is fused: windows decoded in one call, flips on the batch, the
+            is fused: windows decoded and flipped in one call, the
             tail per sample. Anything else runs per sample (a timm or
             torchvision v1 pipeline in ComposeJPEG, as JpegFolder runs it),
             still delivered as one batch.
@@ -192,8 +193,11 @@ class BatchLane:
                     tail_draws = self._step_over_tail(plan, index, sample)
         return plan
 
-    def decode(self, plan: _Plan) -> tuple[torch.Tensor, Any]:
-        """The batch: windows decoded into one tensor, flipped, the tail applied; and the labels."""
+    def decode(self, plan: _Plan, num_threads: Optional[int] = None) -> tuple[torch.Tensor, Any]:
+        """The batch: windows decoded into one tensor, flipped, the tail applied; and the labels.
+
+        ``num_threads`` overrides the lane's for this batch (lane_threads decodes several
+        batches at once, each on one thread)."""
         samples = plan.samples
         failures: dict[int, Exception] = {index: sample.error for index, sample in
                                           enumerate(samples) if sample.image is None}
@@ -202,8 +206,7 @@ class BatchLane:
         if self.crop is None:
             images = self._per_sample_transform(samples, failures)
         else:
-            images = self._decode_windows(plan, failures)
-            self._flip(images, plan.flips)
+            images = self._decode_windows(plan, failures, num_threads)
         if self.tail is not None:
             images = self._apply_tail(images, plan, failures)
         labels = [sample.label for sample in samples]
@@ -267,7 +270,8 @@ class BatchLane:
             batch.share_memory_()
         return batch
 
-    def _decode_windows(self, plan: _Plan, failures: dict[int, Exception]) -> torch.Tensor:
+    def _decode_windows(self, plan: _Plan, failures: dict[int, Exception],
+                        num_threads: Optional[int]) -> torch.Tensor:
         samples, windows = plan.samples, plan.windows
         first = next((s.image for s in samples if isinstance(s.image, EncodedJpeg)), None)
         options = first.options if first is not None else None
@@ -276,13 +280,14 @@ class BatchLane:
         images = self._new_batch(len(samples), 1 if _mode(first) == "gray" else 3)
         if fused:
             try:
-                self._decode_fused(samples, windows, fused, images, options)
+                self._decode_fused(plan, fused, images, options, num_threads)
             except JpegDecodeError:
                 fused = []  # the batch fails as a whole: the per-sample decode names the file(s)
         return self._decode_rest(plan, set(fused), images, failures)
 
-    def _decode_fused(self, samples: list[LaneSample], windows: list, fused: list[int],
-                      images: torch.Tensor, options: Any) -> None:
+    def _decode_fused(self, plan: _Plan, fused: list[int], images: torch.Tensor, options: Any,
+                      num_threads: Optional[int]) -> None:
+        samples, windows = plan.samples, plan.windows
         boxes = [[windows[i]["top"], windows[i]["left"], windows[i]["height"], windows[i]["width"]]
                  for i in fused]
         arguments = {**options.decode_arguments(), "contiguous": True}
@@ -290,42 +295,30 @@ class BatchLane:
         whole = len(fused) == len(samples)
         decoded = decode_and_crop_jpeg_batch(
             datas, boxes, size=self._size(), antialias=bool(self.crop.antialias),
-            num_threads=self.num_threads, out=images if whole else None, **arguments)
+            num_threads=num_threads or self.num_threads, out=images if whole else None,
+            hflips=[plan.flips[i] for i in fused], **arguments)
         if not whole:
             images[fused] = decoded
 
     def _decode_rest(self, plan: _Plan, done: set[int], images: torch.Tensor,
                      failures: dict[int, Exception]) -> torch.Tensor:
-        """The samples the batch call did not take, through the crop's own v2 kernel."""
+        """The samples the batch call did not take, through the crop's own v2 kernel (and the
+        flip's: v2's horizontal_flip of an image tensor is ``flip(-1)``)."""
         for index, sample in enumerate(plan.samples):
             if index in done or index in failures:
                 continue
             try:
-                images[index] = self.crop.transform(sample.image, plan.windows[index])
+                image = self.crop.transform(sample.image, plan.windows[index])
             except JpegDecodeError as error:
                 self._fail_or_note(failures, index, error)
+                continue
+            images[index] = image.flip(-1) if plan.flips[index] else image
         return images
 
     def _fail_or_note(self, failures: dict[int, Exception], index: int, error: Exception) -> None:
         if self.on_error == "raise":
             raise error
         failures[index] = error
-
-    @staticmethod
-    def _flip(images: torch.Tensor, flips: list[bool]) -> None:
-        """Mirrors the chosen images in place, as v2's horizontal flip does (``flip(-1)``).
-
-        Each image is flipped as a 2-D [C * H, W] view: torch's flip takes a
-        vectorised path for a contiguous 2-D tensor reversed along its last
-        dimension, 40 times faster than the 4-D flip of the same pixels
-        (0.008 against 0.33 ms per 224 x 224 image), which cost 17% of the
-        decode time of a batch.
-        """
-        width = images.shape[-1]
-        for index, flip in enumerate(flips):
-            if flip:
-                rows = images[index].view(-1, width)
-                rows.copy_(rows.flip(-1))
 
     def _per_sample_transform(self, samples: list[LaneSample],
                               failures: dict[int, Exception]) -> list[Any]:

@@ -11,11 +11,14 @@ only gives them one object per batch.
   as the per-sample pipeline makes them: the same seed gives the same batches.
 - :func:`lane_threads`: a ``torchdata.nodes`` graph in one process: files
   read by a pool of threads, the draws made in order on one thread, the
-  batches decoded by a pool of threads (the native decode releases the GIL).
-  torchdata.nodes was chosen over SPDL because it is PyTorch's own,
-  pure-Python package on PyPI (no native build to match torch's), composes
-  with samplers (``SamplerWrapper``: DistributedSampler, ``set_epoch``),
-  pins memory, and its thread mappers keep the order: all the lane needs.
+  batches decoded by a pool of threads, each batch on one native thread
+  (the native decode releases the GIL). torchdata.nodes was chosen over SPDL
+  because it is PyTorch's own, pure-Python package on PyPI (no native build
+  to match torch's), composes with samplers (``SamplerWrapper``:
+  DistributedSampler, ``set_epoch``), and its thread mappers keep the order:
+  all the lane needs. Every step its (daemon) threads run passes through the
+  exit gate (_exit_gate.py), so that the interpreter's exit never finds one
+  inside torch.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ._batch_lane import BatchLane
+from ._exit_gate import gated, gated_iterable, stop_at_exit
 
 __all__ = ["LaneBatches", "lane_dataloader", "lane_threads"]
 
@@ -110,8 +114,10 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
 
     Files are read on ``threads`` threads, the random draws made in batch
     order on one thread (so a seed gives the same batches as
-    ``lane(indices)`` called in a loop), and batches decoded on ``threads``
-    threads, each batch by the native pool (``lane.num_threads``).
+    ``lane(indices)`` called in a loop), and ``threads`` batches decoded at
+    once, each on one native thread: whole batches side by side keep every
+    core busy to the end of each batch, where one batch split over the cores
+    leaves them waiting for its last image.
 
     Args:
         lane: The :class:`BatchLane`; ``lane.pin_memory`` pins each batch as
@@ -121,14 +127,16 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
             start of every epoch, counting from ``initial_epoch``; a
             ``BatchSampler`` around a ``DistributedSampler`` has none: call
             the DistributedSampler's ``set_epoch`` before each epoch.
-        threads: threads reading files, and threads decoding batches.
+        threads: threads reading files, and batches decoded at once.
         prefetch: batches decoded ahead of the consumer.
-        pin_memory: pin batches after decoding (``torchdata.nodes.PinMemory``);
+        pin_memory: pin each batch after decoding, on the decoding thread;
             ``lane.pin_memory`` does it without the copy.
         initial_epoch: the first epoch SamplerWrapper passes to set_epoch.
 
     Returns:
-        A ``torchdata.nodes.Loader``: iterate it once per epoch.
+        A ``torchdata.nodes.Loader``: iterate it once per epoch. Breaking out
+        of the loop and leaving the script is safe: the exit waits for the
+        batches being decoded (at most one per thread) and starts no more.
 
     Raises:
         ImportError: torchdata is not installed.
@@ -142,12 +150,19 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"lane_threads: {name} must be an int >= 1, got {value!r}")
     nodes = _nodes()
-    node = nodes.SamplerWrapper(batch_sampler, initial_epoch=initial_epoch)
-    node = nodes.ParallelMapper(node, lane.load, num_workers=threads, method="thread", in_order=True)
-    node = nodes.Mapper(node, lane.draw)  # pulled by the next stage's one reader: batch order
-    node = nodes.ParallelMapper(node, lane.decode, num_workers=threads, method="thread",
-                                in_order=True)
-    if pin_memory:
-        node = nodes.PinMemory(node)
-    return nodes.Loader(nodes.Prefetcher(node, prefetch_factor=prefetch))
+    pin = pin_memory and not lane.pin_memory
 
+    def decode(plan: Any) -> tuple[Any, Any]:
+        images, labels = lane.decode(plan, num_threads=1)
+        return (images.pin_memory() if pin else images), labels
+
+    batches = nodes.SamplerWrapper(gated_iterable(batch_sampler), initial_epoch=initial_epoch)
+    loaded = nodes.ParallelMapper(batches, gated(lane.load), num_workers=threads, method="thread",
+                                  in_order=True)
+    drawn = nodes.Mapper(loaded, gated(lane.draw))  # pulled by the next stage's one reader
+    decoded = nodes.ParallelMapper(drawn, gated(decode), num_workers=threads, method="thread",
+                                   in_order=True)
+    ahead = nodes.Prefetcher(decoded, prefetch_factor=prefetch)
+    loader = nodes.Loader(ahead)
+    stop_at_exit(loader, [ahead, decoded, loaded])
+    return loader
