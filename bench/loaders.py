@@ -41,6 +41,32 @@ def epoch_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = No
     return run
 
 
+def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = None) -> Runner:
+    """A runner like :func:`epoch_runner` that leaves out the epoch's fill: it times from the
+    arrival of the second batch to that of the last, and counts the batches after the second.
+
+    Before its first batches a loader starts threads or wakes workers (torchdata.nodes joins
+    the last epoch's threads first, about 0.1 s) and waits for a whole pipeline of work; a
+    training epoch's thousands of batches hide that, a benchmark's dozen do not. Why the
+    second: two loaders working side by side (2 workers, 2 threads) deliver batches in
+    pairs, the first two together; from the second arrival on, each loader's stream is
+    counted from the end of one of its batches to the end of another. One stream (the
+    ceiling's batches, one after another) is counted exactly either way. With an even
+    number of batches the last pair ends the epoch together.
+    """
+    def run() -> tuple[int, int]:
+        arrivals, sizes = [], []
+        for batch in loader:
+            sizes.append(_batch_size(batch))
+            if after_batch is not None:
+                after_batch(batch)
+            arrivals.append(time.perf_counter_ns())
+        if len(arrivals) < 4:
+            raise ValueError(f"steady_runner: {len(arrivals)} batches, need at least 4")
+        return sum(sizes[2:]), arrivals[-1] - arrivals[1]
+    return run
+
+
 def time_interleaved(runners: dict[str, Runner], rounds: int) -> dict[str, Any]:
     """Warm-up, then ``rounds`` rotating rounds; images/s per runner and round, and the orders."""
     warmup = {}
