@@ -75,8 +75,8 @@ CUSTOM_PREPARED = "custom_op CocoJpegDetection, prepared files"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("detection pipeline")
     group.add_argument("--detection-files", type=int, default=60, help="800x533 files (default 60)")
-    group.add_argument("--detection-length", type=int, default=512,
-                       help="images per epoch (default 512: 16 batches of 32)")
+    group.add_argument("--detection-length", type=int, default=256,
+                       help="images per epoch (default 256: 8 batches of 32)")
     group.add_argument("--detection-rounds", type=int, default=3,
                        help="timed epochs of every pipeline, interleaved (default 3)")
 

@@ -92,8 +92,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--large-images", type=int, default=8, help="2560x1600 files (default 8)")
     group.add_argument("--batch", type=int, default=32,
                        help="files of 500x375 in one batched call, reused cyclically (default 32)")
-    group.add_argument("--batch-rounds", type=int, default=30,
-                       help="timed batched calls per thread count (default 30)")
+    group.add_argument("--batch-rounds", type=int, default=15,
+                       help="timed batched calls per thread count (default 15)")
 
 
 def _methods() -> dict[str, Callable[..., Any]]:
