@@ -377,6 +377,29 @@ std::vector<int64_t> jpeg_size_kernel(Tensor data) {
   return {info.height, info.width, info.channels};
 }
 
+// (height, width, channels) of every file, 3 numbers each, or -1, -1, -1
+// for a file whose header cannot be read (its loader reads it again, one at
+// a time, for the error that names it). One dispatch for a dataset's batch,
+// where a call per file cost more than the header read.
+std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
+  std::vector<int64_t> sizes;
+  sizes.reserve(3 * datas.size());
+  for (const Tensor& data : datas) {
+    const ByteSpan bytes = span_of_tensor(data);
+    custom_op::JpegInfo info;
+    custom_op::Status status;
+    try {
+      custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+      status = decoder.read_header(&info);
+    } catch (...) {
+      status = status_of_current_exception();
+    }
+    const bool ok = status.ok();
+    sizes.insert(sizes.end(), {ok ? info.height : -1, ok ? info.width : -1, ok ? info.channels : -1});
+  }
+  return sizes;
+}
+
 // The restart-segment grid decode_and_crop_jpeg seeks with, as
 // [interval, mcus_per_row, mcu_rows, mcu_height, mcu_width], or [] for none.
 std::vector<int64_t> restart_geometry_kernel(Tensor data) {
@@ -450,6 +473,7 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
         "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory, "
         "int[] hflips) -> Tensor[]");
   m.def("_jpeg_size(Tensor data) -> int[]");
+  m.def("_jpeg_sizes(Tensor[] datas) -> int[]");
   m.def("_restart_geometry(Tensor data) -> int[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
         "int max_memory) -> (Tensor, int, bool)");
@@ -463,6 +487,7 @@ STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
   m.impl("_decode_grid_crop", TORCH_BOX(&grid_crop_kernel));
   m.impl("_decode_batch", TORCH_BOX(&batch_kernel));
   m.impl("_jpeg_size", TORCH_BOX(&jpeg_size_kernel));
+  m.impl("_jpeg_sizes", TORCH_BOX(&jpeg_sizes_kernel));
   m.impl("_restart_geometry", TORCH_BOX(&restart_geometry_kernel));
   m.impl("_prepare_jpeg", TORCH_BOX(&prepare_kernel));
 }

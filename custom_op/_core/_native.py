@@ -116,6 +116,15 @@ def jpeg_size(data: Buffer) -> tuple[int, int, int]:
     return tuple(call("_jpeg_size", as_tensor(data)))
 
 
+def jpeg_sizes(datas: Sequence[Buffer]) -> list[Optional[tuple[int, int, int]]]:
+    """(height, width, channels) of each file, or None where the header cannot be read."""
+    if not datas:
+        return []
+    flat = call("_jpeg_sizes", [as_tensor(data) for data in datas])
+    return [None if flat[i] < 0 else (flat[i], flat[i + 1], flat[i + 2])
+            for i in range(0, len(flat), 3)]
+
+
 def restart_geometry(data: Buffer) -> Optional[tuple[int, int, int, int, int]]:
     """(interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None without restarts."""
     geometry = call("_restart_geometry", as_tensor(data))

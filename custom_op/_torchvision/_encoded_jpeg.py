@@ -296,6 +296,20 @@ class EncodedJpeg(tv_tensors.Image):
                          stored_channels=stored_channels, options=options, source=source,
                          orientation=orientation)
 
+    @classmethod
+    def from_header(cls, tensor: torch.Tensor, header: tuple[int, int, int],
+                    options: DecodeOptions, *, source: Optional[str] = None) -> "EncodedJpeg":
+        """An EncodedJpeg of the 1-D uint8 ``tensor`` whose header (height, width,
+        channels) was already read, as :meth:`with_options` would make it, for loaders that
+        read a batch's headers in one call. Not for ``options.apply_exif_orientation``,
+        whose displayed size needs the file's EXIF."""
+        if options.apply_exif_orientation:
+            raise ValueError("EncodedJpeg.from_header: apply_exif_orientation needs the EXIF: "
+                             "use with_options")
+        height, width, stored_channels = header
+        return cls._wrap(tensor, canvas_size=(height, width), stored_channels=stored_channels,
+                         options=options, source=source)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Everything happens in __new__; torch.Tensor.__init__ takes no options.
         super().__init__()

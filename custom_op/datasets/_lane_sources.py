@@ -15,6 +15,7 @@ from .._core._errors import JpegDecodeError
 from ._lane_sample import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
 from ._huggingface import hf_image
+from ._loading import load_samples
 
 __all__ = ["HfRows", "lane_source", "tar_lane_samples"]
 
@@ -30,16 +31,15 @@ class _FolderSource:
         return len(self.folder)
 
     def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:
-        samples = []
-        for index in indices:
-            path, target = self.folder.samples[index]
-            if self.folder.target_transform is not None:
-                target = self.folder.target_transform(target)
-            try:
-                samples.append(LaneSample(self.folder.loader(path), target, path))
-            except JpegDecodeError as error:
-                samples.append(LaneSample(None, target, path, error))
-        return samples
+        """The folder's loader (load_sample) for each sample, the headers read in one call."""
+        paths, targets = zip(*(self.folder.samples[index] for index in indices)) if indices \
+            else ((), ())
+        if self.folder.target_transform is not None:
+            targets = [self.folder.target_transform(target) for target in targets]
+        return [LaneSample(None, target, path, image) if isinstance(image, JpegDecodeError)
+                else LaneSample(image, target, path)
+                for path, target, image in zip(paths, targets,
+                                               load_samples(paths, self.folder.options))]
 
 
 class HfRows:

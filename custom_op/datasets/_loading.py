@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 import warnings
-from typing import Union
+from typing import Sequence, Union
 
 import numpy as np
 import torch
 from torchvision import tv_tensors
 
+from .._core import _native
 from .._decode import JPEG_SIGNATURE
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
@@ -85,6 +87,37 @@ def _decode_other_format(raw: bytearray, path: str, mode: str) -> torch.Tensor:
     return image
 
 
+def read_file(path: str) -> bytearray:
+    """The file's bytes in a bytearray (torch.frombuffer shares a writable buffer, copies a
+    read-only one), read into a buffer of the size the file has: about half the time of
+    ``open(path, "rb").read()`` and a copy. A file that shrinks or grows meanwhile is read
+    to its end all the same.
+
+    Raises:
+        OSError: The file cannot be read.
+    """
+    with open(path, "rb", buffering=0) as file:
+        raw = bytearray(os.fstat(file.fileno()).st_size)
+        with memoryview(raw) as view:
+            filled = 0
+            while filled < len(raw):
+                got = file.readinto(view[filled:])
+                if not got:
+                    break
+                filled += got
+        del raw[filled:]
+        raw += file.readall()  # empty unless the file grew
+    return raw
+
+
+def sample_from_bytes(raw: bytearray, path: str, options: DecodeOptions = DecodeOptions()
+                      ) -> Union[EncodedJpeg, tv_tensors.Image]:
+    """What :func:`load_sample` makes of the bytes ``raw`` of the file ``path``."""
+    if raw.startswith(JPEG_SIGNATURE):
+        return EncodedJpeg.with_options(raw, options, source=path)
+    return tv_tensors.Image(_decode_other_format(raw, path, options.mode))
+
+
 def load_sample(path: str, options: DecodeOptions = DecodeOptions()
                 ) -> Union[EncodedJpeg, tv_tensors.Image]:
     """Reads ``path`` into what custom_op's datasets hand their transforms.
@@ -104,9 +137,34 @@ def load_sample(path: str, options: DecodeOptions = DecodeOptions()
             a JPEG and cannot be decoded; the message starts with ``path``.
         OSError: The file cannot be read.
     """
-    with open(path, "rb") as file:
-        # A bytearray, not bytes: torch.frombuffer shares it instead of copying.
-        raw = bytearray(file.read())
-    if raw.startswith(JPEG_SIGNATURE):
-        return EncodedJpeg.with_options(raw, options, source=path)
-    return tv_tensors.Image(_decode_other_format(raw, path, options.mode))
+    return sample_from_bytes(read_file(path), path, options)
+
+
+def load_samples(paths: Sequence[str], options: DecodeOptions = DecodeOptions()
+                 ) -> list[Union[EncodedJpeg, tv_tensors.Image, JpegDecodeError]]:
+    """:func:`load_sample` of each path, a batch's JPEG headers read in one native call.
+
+    What the batch lane reads a batch with: the per-file call into the
+    extension cost more than the header it read. Each result is what
+    ``load_sample`` returns, or the JpegDecodeError it raises (for the
+    lane's ``on_error``). Non-JPEGs, files whose header fails (read again
+    alone for the error that names them) and EXIF orientation (read per
+    file) take load_sample's own way.
+
+    Raises:
+        OSError: A file cannot be read.
+    """
+    raws = [read_file(path) for path in paths]
+    jpegs = [] if options.apply_exif_orientation else \
+        [index for index, raw in enumerate(raws) if raw.startswith(JPEG_SIGNATURE)]
+    tensors = {index: torch.frombuffer(raws[index], dtype=torch.uint8) for index in jpegs}
+    headers = dict(zip(jpegs, _native.jpeg_sizes([tensors[index] for index in jpegs])))
+    samples: list[Union[EncodedJpeg, tv_tensors.Image, JpegDecodeError]] = []
+    for index, (path, raw) in enumerate(zip(paths, raws)):
+        header = headers.get(index)
+        try:
+            samples.append(sample_from_bytes(raw, path, options) if header is None else
+                           EncodedJpeg.from_header(tensors[index], header, options, source=path))
+        except JpegDecodeError as error:
+            samples.append(error)
+    return samples
