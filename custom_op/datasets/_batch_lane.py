@@ -155,6 +155,9 @@ class BatchLane:
 
         self.source = lane_source(source)
         self.crop, self.flip, self.tail = split_transform(transform)
+        # v2's flip flips when torch.rand(1) < p, compared in float32 (p is cast to the
+        # tensor's dtype): the same test on the draw's value costs no tensor comparison.
+        self._flip_below = float(np.float32(self.flip.p)) if self.flip is not None else 0.0
         if self.crop is None:
             # Nothing to fuse: the whole transform runs per sample (a timm / torchvision v1
             # pipeline in ComposeJPEG, as JpegFolder runs it), and there is no separate tail.
@@ -188,7 +191,7 @@ class BatchLane:
                     continue  # failed to load: substituted in decode
                 plan.windows[index] = self.crop.make_params([sample.image])
                 if self.flip is not None:
-                    plan.flips[index] = bool(torch.rand(1) < self.flip.p)
+                    plan.flips[index] = torch.rand(1).item() < self._flip_below
                 if tail_draws:
                     tail_draws = self._step_over_tail(plan, index, sample)
         return plan
