@@ -27,6 +27,10 @@ random sampler, on 2 cores:
                      reader + decoders.image_random_crop + resize + flip (bench/dali_epoch.py,
                      in DALI's own venv; no consumer: its batches stay in its process)
 
+Each row gives images/s and the CPU time per image over the same span (this
+process's threads and its DataLoader workers, loaders.cpu_seconds): what the
+pipeline costs the cores beside what it delivers.
+
 Every pipeline row's batches go to a consumer doing what a training step does
 with a batch: copy it into a reused pinned buffer (a plain one without CUDA),
 send it to the GPU and normalise it there (custom_op.transforms.NormalizeBatch);
@@ -246,6 +250,7 @@ def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
     runners = _runners(tree, length, args.seed, args.lane_host_normalize)
     if args.lane_dali is not None:
         runners["dali_cpu"] = _dali_runner(args.lane_dali, tree, length)
+    runners_cpu = dict(runners)
     try:
         timed = loaders.time_interleaved(runners, args.lane_rounds)
     finally:
@@ -254,6 +259,9 @@ def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
     del runners  # stops the persistent workers
     rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
             for name in (*ROWS, "dali_cpu") if name in timed["per_round"]]
+    for row in rows:  # the timed rounds' CPU (the warm-up epoch came first)
+        cpu = getattr(runners_cpu.get(row["config"]), "cpu_us_per_image", [])[1:]
+        row["cpu_us_per_image"] = float(np.median(cpu)) if cpu else None
     rounds = {row["config"]: row["per_round_images_per_s"] for row in rows}
     for row in rows:
         for key, other in (("vs_ceiling", "ceiling"), ("vs_torchvision_uint8", "torchvision_uint8"),
@@ -313,19 +321,26 @@ def _targets(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     return targets
 
 
+def _cpu_cell(row: dict[str, Any]) -> str:
+    """The row's CPU time per image (process and workers), "-" where none was measured."""
+    cpu = row.get("cpu_us_per_image")
+    return "-" if cpu is None else f"{cpu:.0f}"
+
+
 def format_table(result: dict[str, Any]) -> str:
     config = result["config"]
     lines = [f"Batch lane on {config['images']} files: RandomResizedCrop({config['size']}) + flip, "
              f"uint8, batch {config['batch_size']}, {config['workers']} workers / threads; "
              f"pipelines feed a training step ({config['consumer']}); median of "
              f"{config['rounds']} interleaved epochs"]
-    headers = ["row", "images/s", "min", "max", "spread", "vs ceiling", "vs tv uint8", "vs per-sample"]
+    headers = ["row", "images/s", "min", "max", "spread", "CPU us/image", "vs ceiling",
+               "vs tv uint8", "vs per-sample"]
     for size, sized in result["sizes"].items():
-        rows = [[*loaders.table_cells(row), report.format_ratio(row["vs_ceiling"]),
+        rows = [[*loaders.table_cells(row), _cpu_cell(row), report.format_ratio(row["vs_ceiling"]),
                  report.format_ratio(row["vs_torchvision_uint8"]),
                  report.format_ratio(row["vs_per_sample"])] for row in sized["configs"]]
         lines += ["", f"{size} ({sized['files']} files, {sized['length']} images per epoch):",
-                  report.markdown_table(headers, rows, right=[False] + [True] * 7)]
+                  report.markdown_table(headers, rows, right=[False] + [True] * 8)]
     lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 

@@ -12,6 +12,8 @@ against.
 
 from __future__ import annotations
 
+import glob
+import os
 import time
 from typing import Any, Callable, Iterable
 
@@ -41,6 +43,29 @@ def epoch_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = No
     return run
 
 
+_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
+
+
+def _child_cpu_seconds(pid: str) -> float:
+    """User + system CPU of a live child process (a DataLoader worker), 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS_PER_SECOND  # utime, stime
+
+
+def cpu_seconds() -> float:
+    """CPU time so far of this process (all its threads) and of its live children (DataLoader
+    workers, which a finished child's rusage would count only once it exits); Linux."""
+    total = sum(os.times()[:2])
+    for children in glob.glob("/proc/self/task/*/children"):
+        with open(children, encoding="ascii") as listed:
+            total += sum(_child_cpu_seconds(pid) for pid in listed.read().split())
+    return total
+
+
 def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = None) -> Runner:
     """A runner like :func:`epoch_runner` that leaves out the epoch's fill: it times from the
     arrival of the second batch to that of the last, and counts the batches after the second.
@@ -53,17 +78,26 @@ def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = N
     counted from the end of one of its batches to the end of another. One stream (the
     ceiling's batches, one after another) is counted exactly either way. With an even
     number of batches the last pair ends the epoch together.
+
+    The CPU time of the same span (this process and its workers, :func:`cpu_seconds`) per
+    image counted goes to ``run.cpu_us_per_image``, one entry per epoch.
     """
     def run() -> tuple[int, int]:
-        arrivals, sizes = [], []
+        arrivals, sizes, cpu_at_second = [], [], 0.0
         for batch in loader:
             sizes.append(_batch_size(batch))
             if after_batch is not None:
                 after_batch(batch)
             arrivals.append(time.perf_counter_ns())
+            if len(arrivals) == 2:
+                cpu_at_second = cpu_seconds()
+        cpu = cpu_seconds() - cpu_at_second
         if len(arrivals) < 4:
             raise ValueError(f"steady_runner: {len(arrivals)} batches, need at least 4")
-        return sum(sizes[2:]), arrivals[-1] - arrivals[1]
+        images = sum(sizes[2:])
+        run.cpu_us_per_image.append(1e6 * cpu / images)  # type: ignore[attr-defined]
+        return images, arrivals[-1] - arrivals[1]
+    run.cpu_us_per_image = []  # type: ignore[attr-defined]
     return run
 
 

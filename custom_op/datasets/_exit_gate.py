@@ -34,7 +34,7 @@ import threading
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
-__all__ = ["EXIT_GATE", "InterpreterExiting", "gated", "gated_iterable", "stop_at_exit"]
+__all__ = ["EXIT_GATE", "InterpreterExiting", "GatedIterable", "gated", "stop_at_exit"]
 
 T = TypeVar("T")
 
@@ -121,7 +121,7 @@ def gated(function: Callable[..., T]) -> Callable[..., T]:
     return through_the_gate
 
 
-class gated_iterable:  # noqa: N801 (used like a function, as torchdata's nodes are)
+class GatedIterable:
     """``iterable`` whose every ``next`` runs through the gate (a sampler draws with torch)."""
 
     def __init__(self, iterable: Iterable[T]) -> None:

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ._batch_lane import BatchLane
-from ._exit_gate import gated, gated_iterable, stop_at_exit
+from ._exit_gate import GatedIterable, gated, stop_at_exit
 
 __all__ = ["LaneBatches", "lane_dataloader", "lane_threads"]
 
@@ -156,7 +156,7 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
         images, labels = lane.decode(plan, num_threads=1)
         return (images.pin_memory() if pin else images), labels
 
-    batches = nodes.SamplerWrapper(gated_iterable(batch_sampler), initial_epoch=initial_epoch)
+    batches = nodes.SamplerWrapper(GatedIterable(batch_sampler), initial_epoch=initial_epoch)
     loaded = nodes.ParallelMapper(batches, gated(lane.load), num_workers=threads, method="thread",
                                   in_order=True)
     drawn = nodes.Mapper(loaded, gated(lane.draw))  # pulled by the next stage's one reader
