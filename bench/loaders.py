@@ -61,8 +61,12 @@ def cpu_seconds() -> float:
     workers, which a finished child's rusage would count only once it exits); Linux."""
     total = sum(os.times()[:2])
     for children in glob.glob("/proc/self/task/*/children"):
-        with open(children, encoding="ascii") as listed:
-            total += sum(_child_cpu_seconds(pid) for pid in listed.read().split())
+        try:
+            with open(children, encoding="ascii") as listed:
+                pids = listed.read().split()
+        except OSError:
+            continue  # the thread ended since the listing (torchdata's threads come and go)
+        total += sum(_child_cpu_seconds(pid) for pid in pids)
     return total
 
 
