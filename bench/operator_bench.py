@@ -16,12 +16,13 @@ call is timed with time.perf_counter_ns with the garbage collector off; the
 time includes freeing the result, so every method pays for its own memory.
 
 Methods:
-  custom_op crop       custom_op.decode_and_crop_jpeg(tensor, y, x, h, w): the registered operator
-                       torch.ops.custom_op.decode_and_crop_jpeg, as the public function calls it
-  custom_op crop, pybind11 call
-                       the same checks, then the pybind11 function custom_op._C.decode_and_crop_jpeg
-                       (the call before the operator was registered): the target is the operator
-                       within 3% of it
+  custom_op crop       custom_op.decode_and_crop_jpeg(tensor, y, x, h, w), the public function:
+                       eager, it calls the stable-ABI kernel without the operator's hop (under
+                       torch.compile, torch.ops.custom_op.decode_and_crop_jpeg)
+  custom_op crop, kernel call
+                       the same argument checks, then the kernel call itself
+                       (custom_op._core._native.decode_and_crop_jpeg): the target is the public
+                       function within 3% of it, i.e. what the function adds is noise
   custom_op full image the same operator asked for the whole image (what the crop saves)
   torchvision + slice  torchvision.io.decode_jpeg(tensor, mode=RGB)[:, y:y+h, x:x+w]
   Pillow + crop        Image.open(BytesIO(b)).convert("RGB").crop(...) -> tensor (CHW view)
@@ -53,7 +54,7 @@ import custom_op
 from bench import images, report, timing
 
 CUSTOM_CROP = "custom_op crop"
-CUSTOM_PYBIND = "custom_op crop, pybind11 call"
+CUSTOM_KERNEL = "custom_op crop, kernel call"
 CUSTOM_FULL = "custom_op full image"
 TORCHVISION = "torchvision decode_jpeg + slice"
 PILLOW = "Pillow open/convert/crop"
@@ -93,14 +94,14 @@ def _custom_op_methods() -> list[Method]:
         data, image_height, image_width = state
         return custom_op.decode_and_crop_jpeg(data, 0, 0, image_height, image_width)
 
-    return [Method(CUSTOM_CROP, _as_uint8_tensor, crop, note="torch.ops.custom_op"),
-            Method(CUSTOM_PYBIND, _as_uint8_tensor, _pybind_crop, note="custom_op._C"),
+    return [Method(CUSTOM_CROP, _as_uint8_tensor, crop, note="the public function"),
+            Method(CUSTOM_KERNEL, _as_uint8_tensor, _kernel_crop, note="custom_op._C"),
             Method(CUSTOM_FULL, prepare_full, full, note="whole image, no crop")]
 
 
-def _pybind_crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
-    """custom_op.decode_and_crop_jpeg as it was before the registered operator: the same
-    argument checks, then the pybind11 function (which stays, for buffers)."""
+def _kernel_crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
+    """custom_op.decode_and_crop_jpeg's argument checks, then its kernel call and nothing else
+    (no EXIF look-up, no compile check): the floor the public function is measured against."""
     from custom_op import _decode
 
     name = "decode_and_crop_jpeg"
@@ -252,7 +253,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
 
 def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A full decode at least as fast as torchvision's (the fallback path and validation sets
-    use it); the registered operator's call within 3% of the pybind11 call's."""
+    use it); the public function within 3% of its checks and kernel call."""
     by_method = {row["method"]: row for row in rows}
     targets = []
     measured = by_method[CUSTOM_FULL].get("speedup_vs_torchvision")
@@ -260,9 +261,9 @@ def _targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         targets.append({"target": "custom_op full image >= torchvision decode_jpeg (full decode, "
                                   "then a slice)",
                         "required": 1.0, "measured": measured, "holds": measured >= 1.0})
-    ratio = by_method[CUSTOM_CROP]["median_ms"] / by_method[CUSTOM_PYBIND]["median_ms"]
-    targets.append({"target": "custom_op crop through the registered operator within 3% of the "
-                              "pybind11 call (time ratio <= 1.03)", "required": 1.03,
+    ratio = by_method[CUSTOM_CROP]["median_ms"] / by_method[CUSTOM_KERNEL]["median_ms"]
+    targets.append({"target": "custom_op crop (the public function) within 3% of its checks and "
+                              "kernel call (time ratio <= 1.03)", "required": 1.03,
                     "measured": ratio,
                     "holds": ratio <= 1.03})
     return targets
