@@ -165,7 +165,7 @@ def _ceiling(tree: pathlib.Path, length: int, seed: int) -> loaders.Runner:
         for batch in batches:
             yield custom_op.decode_and_crop_jpeg_batch([data for data, _ in batch],
                                                        [box for _, box in batch], size=SIZE,
-                                                       num_threads=WORKERS),
+                                                       num_threads=WORKERS)
     return loaders.steady_runner(_Reiterable(decoded))
 
 
@@ -250,18 +250,19 @@ def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
     runners = _runners(tree, length, args.seed, args.lane_host_normalize)
     if args.lane_dali is not None:
         runners["dali_cpu"] = _dali_runner(args.lane_dali, tree, length)
-    runners_cpu = dict(runners)
     try:
         timed = loaders.time_interleaved(runners, args.lane_rounds)
     finally:
         if "dali_cpu" in runners:
             _stop(runners["dali_cpu"].process)
+    # The timed rounds' CPU per image (the warm-up epoch came first); DALI's runner has none.
+    cpu = {name: getattr(run, "cpu_us_per_image", [])[1:] for name, run in runners.items()}
     del runners  # stops the persistent workers
     rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
             for name in (*ROWS, "dali_cpu") if name in timed["per_round"]]
-    for row in rows:  # the timed rounds' CPU (the warm-up epoch came first)
-        cpu = getattr(runners_cpu.get(row["config"]), "cpu_us_per_image", [])[1:]
-        row["cpu_us_per_image"] = float(np.median(cpu)) if cpu else None
+    for row in rows:
+        row["cpu_us_per_image"] = float(np.median(cpu[row["config"]])) if cpu[row["config"]] \
+            else None
     rounds = {row["config"]: row["per_round_images_per_s"] for row in rows}
     for row in rows:
         for key, other in (("vs_ceiling", "ceiling"), ("vs_torchvision_uint8", "torchvision_uint8"),

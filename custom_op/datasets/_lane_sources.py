@@ -32,8 +32,9 @@ class _FolderSource:
 
     def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:
         """The folder's loader (load_sample) for each sample, the headers read in one call."""
-        paths, targets = zip(*(self.folder.samples[index] for index in indices)) if indices \
-            else ((), ())
+        entries = [self.folder.samples[index] for index in indices]
+        paths = [path for path, _ in entries]
+        targets = [target for _, target in entries]
         if self.folder.target_transform is not None:
             targets = [self.folder.target_transform(target) for target in targets]
         return [LaneSample(None, target, path, image) if isinstance(image, JpegDecodeError)
