@@ -18,7 +18,7 @@ time includes freeing the result, so every method pays for its own memory.
 Methods:
   custom_op crop       custom_op.decode_and_crop_jpeg(tensor, y, x, h, w), the public function:
                        eager, it calls the stable-ABI kernel without the operator's hop (under
-                       torch.compile, torch.ops.custom_op.decode_and_crop_jpeg)
+                       torch.compile, torch.ops.custom_op_jpeg.decode_and_crop_jpeg)
   custom_op crop, kernel call
                        the same argument checks, then the kernel call itself
                        (custom_op._core._native.decode_and_crop_jpeg): the target is the public

@@ -1,6 +1,6 @@
 """custom_op: decode only the part of a JPEG that a training pipeline keeps.
 
-``import custom_op`` defines the operators (``torch.ops.custom_op.*``) and
+``import custom_op`` defines the operators (``torch.ops.custom_op_jpeg.*``) and
 loads the native extension if this environment has a build (a few
 milliseconds, no process); with none, the first call that decodes builds it
 (see custom_op/_core/_loader.py and docs/install.md). The parts that need torchvision

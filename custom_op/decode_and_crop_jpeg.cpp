@@ -5,13 +5,13 @@
 // Argument parsing with friendly messages happens first in
 // custom_op/_decode.py; the checks here keep direct calls safe.
 //
-// Two ABIs, no C++ one: the operators (torch.ops.custom_op._*) are built on
+// Two ABIs, no C++ one: the operators (torch.ops.custom_op_jpeg._*) are built on
 // torch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::Tensor, ATen
 // kernels called through the dispatcher by name), so one binary serves every
 // torch from TORCH_TARGET_VERSION on; the Python module that loading this
 // file creates is on CPython's limited API (binding/python_module.h), so it
-// serves every CPython from 3.9 on. Encoded bytes reach the operators as
-// tensors (custom_op/_native.py wraps bytes with torch.frombuffer), and torch
+// serves every CPython from 3.10 on. Encoded bytes reach the operators as
+// tensors (custom_op/_core/_native.py wraps bytes with torch.frombuffer), and torch
 // calls an operator with the GIL released, so the decodes run without it.
 // Neither pybind11 nor torch's C++ API is used.
 #include "binding/errors.h"
@@ -29,6 +29,14 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#ifndef CUSTOM_OP_NAMESPACE
+#error "CUSTOM_OP_NAMESPACE names the operators' namespace: _build_config.define_macros defines it"
+#endif
+// torch's registration macros paste their namespace argument into names, which
+// would take the macro's name itself; these expand CUSTOM_OP_NAMESPACE first.
+#define CUSTOM_OP_LIBRARY(ns, m) STABLE_TORCH_LIBRARY(ns, m)
+#define CUSTOM_OP_LIBRARY_IMPL(ns, key, m) STABLE_TORCH_LIBRARY_IMPL(ns, key, m)
 
 namespace {
 
@@ -414,7 +422,7 @@ std::vector<int64_t> restart_geometry_kernel(Tensor data) {
 }
 
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
-// was_progressive); custom_op/_native.py turns the uint8 tensor into bytes.
+// was_progressive); custom_op/_core/_native.py turns the uint8 tensor into bytes.
 std::tuple<Tensor, int64_t, bool> prepare_kernel(Tensor data, int64_t max_pixels, int64_t max_scans,
                                                  int64_t segment_width, int64_t max_memory) {
   if (segment_width < 1) {
@@ -446,14 +454,14 @@ std::vector<int64_t> intra_op_threads_kernel(int64_t num_threads) {
 
 }  // namespace
 
-// The operators the Python layer calls (custom_op/_native.py) and wraps
-// (custom_op/_ops.py defines the public torch.ops.custom_op.decode_and_crop_jpeg
+// The operators the Python layer calls (custom_op/_core/_native.py) and wraps
+// (custom_op/_core/_ops.py defines the public torch.ops.custom_op_jpeg.decode_and_crop_jpeg
 // and decode_and_resized_crop_jpeg over the first two, translating the
 // tagged errors). The window and output sizes are SymInts, so that
 // torch.compile keeps them symbolic (one graph for every random window);
 // the kernels see them as plain ints. A scale_num of 0 means "choose by
 // the rule" (csrc/scale_rule.h), so no choice in Python specializes a graph.
-STABLE_TORCH_LIBRARY(custom_op, m) {
+CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
   m.def("_decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
         "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
         "bool exact_edges, bool contiguous, int max_memory) -> Tensor");
@@ -480,7 +488,7 @@ STABLE_TORCH_LIBRARY(custom_op, m) {
   m.def("_intra_op_threads_in_batch(int num_threads) -> int[]");
 }
 
-STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
+CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
   m.impl("_decode_and_crop_jpeg", TORCH_BOX(&crop_kernel));
   m.impl("_decode_and_resized_crop_jpeg", TORCH_BOX(&resized_crop_kernel));
   m.impl("_decode_box_resized", TORCH_BOX(&box_resized_kernel));
@@ -493,7 +501,7 @@ STABLE_TORCH_LIBRARY_IMPL(custom_op, CPU, m) {
 }
 
 // No tensor argument to dispatch on: the thread probe is CompositeExplicitAutograd.
-STABLE_TORCH_LIBRARY_IMPL(custom_op, CompositeExplicitAutograd, m) {
+CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CompositeExplicitAutograd, m) {
   m.impl("_intra_op_threads_in_batch", TORCH_BOX(&intra_op_threads_kernel));
 }
 

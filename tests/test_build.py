@@ -115,7 +115,7 @@ def test_import_in_a_cold_checkout_builds_nothing_and_defines_the_operators(tmp_
         import sys, torch
         import custom_op, custom_op.datasets, custom_op.transforms
         custom_op.transforms.RandomCropJPEG(8)
-        ops = torch.ops.custom_op
+        ops = torch.ops.custom_op_jpeg
         print(hasattr(ops, "decode_and_crop_jpeg"), hasattr(ops, "decode_and_resized_crop_jpeg"),
               "custom_op._C" in sys.modules)
         """), timeout=120, CC=str(fake), CXX=str(fake))
@@ -130,7 +130,7 @@ def test_import_loads_an_existing_build(built):
     starts no build."""
     code, output = _run(built, textwrap.dedent("""\
         import sys, torch, custom_op
-        print("custom_op._C" in sys.modules, hasattr(torch.ops.custom_op, "_decode_batch"))
+        print("custom_op._C" in sys.modules, hasattr(torch.ops.custom_op_jpeg, "_decode_batch"))
         """), timeout=120)
     assert code == 0 and "True True" in output and BUILD_LINE not in output, output
 

@@ -1,4 +1,4 @@
-"""The registered operators (torch.ops.custom_op.*) and torch.compile.
+"""The registered operators (torch.ops.custom_op_jpeg.*) and torch.compile.
 
 - ``torch.library.opcheck`` checks each operator's schema, its fake kernel
   (shapes, strides, the data-dependent channel count of "unchanged") and its
@@ -63,7 +63,7 @@ def _window(data: torch.Tensor) -> tuple[int, int, int, int]:
 def test_opcheck_decode_and_crop_jpeg(tensors, file: str, mode: str, contiguous: bool) -> None:
     data = tensors[file]
     args = (data, *_window(data), MODE_CODES[mode], True, *LIMITS, True, contiguous, 1 << 28)
-    torch.library.opcheck(torch.ops.custom_op.decode_and_crop_jpeg.default, args)
+    torch.library.opcheck(torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default, args)
 
 
 @pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "chw"])
@@ -78,7 +78,7 @@ def test_opcheck_decode_and_resized_crop_jpeg(tensors, mode: str, scale_num: int
     out = (max(1, height // 3), max(1, width // 3))
     args = (data, y, x, height, width, *out, scale_num, True, MODE_CODES[mode], True, *LIMITS,
             True, contiguous, 1 << 28)
-    torch.library.opcheck(torch.ops.custom_op.decode_and_resized_crop_jpeg.default, args)
+    torch.library.opcheck(torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default, args)
 
 
 def _crop_and_normalise(data: torch.Tensor, top: int, left: int) -> torch.Tensor:
@@ -175,24 +175,24 @@ def test_fake_kernel_checks_what_the_kernel_checks(tensors) -> None:
     with FakeTensorMode() as mode:
         fake = mode.from_tensor(tensors["rgb"])
         with pytest.raises(ValueError, match=r"crop window \(crop_y=-1"):
-            torch.ops.custom_op.decode_and_crop_jpeg.default(fake, -1, 0, 8, 8, *rest)
+            torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default(fake, -1, 0, 8, 8, *rest)
         with pytest.raises(ValueError, match="scale_num must be 1..8"):
-            torch.ops.custom_op.decode_and_resized_crop_jpeg.default(
+            torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default(
                 fake, 0, 0, 8, 8, 70000, 8, 0, True, *rest)
     with pytest.raises(ValueError, match=r"crop window \(crop_y=-1"):
-        torch.ops.custom_op.decode_and_crop_jpeg.default(tensors["rgb"], -1, 0, 8, 8, *rest)
+        torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default(tensors["rgb"], -1, 0, 8, 8, *rest)
     with pytest.raises(ValueError, match="scale_num must be 1..8"):
-        torch.ops.custom_op.decode_and_resized_crop_jpeg.default(
+        torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default(
             tensors["rgb"], 0, 0, 8, 8, 70000, 8, 0, True, *rest)
 
 
 def test_operators_exist_right_after_import() -> None:
-    """Issue 24 item 2: torch.ops.custom_op.* raised AttributeError until the first decode."""
+    """Issue 24 item 2: torch.ops.custom_op_jpeg.* raised AttributeError until the first decode."""
     assert _run_python("""
 import torch, custom_op
-print(torch.ops.custom_op.decode_and_crop_jpeg.default.name(),
-      torch.ops.custom_op.decode_and_resized_crop_jpeg.default.name())
-""") == ["custom_op::decode_and_crop_jpeg custom_op::decode_and_resized_crop_jpeg"]
+print(torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default.name(),
+      torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default.name())
+""") == ["custom_op_jpeg::decode_and_crop_jpeg custom_op_jpeg::decode_and_resized_crop_jpeg"]
 
 
 def _decode_errors(call) -> tuple[type, str]:
@@ -259,8 +259,8 @@ print("torch._dynamo" in sys.modules)
 
 
 def test_operator_called_directly_raises_the_api_types(tensors) -> None:
-    """torch.ops.custom_op.* checks its arguments as the pybind11 functions do."""
-    crop = torch.ops.custom_op.decode_and_crop_jpeg.default
+    """torch.ops.custom_op_jpeg.* checks its arguments as the pybind11 functions do."""
+    crop = torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default
     rest = (0, True, *LIMITS, True, False, 1 << 28)
     with pytest.raises(custom_op.JpegDecodeError, match=r"^decode_and_crop_jpeg\(\): Not a JPEG"):
         crop(torch.zeros(64, dtype=torch.uint8), 0, 0, 1, 1, *rest)
@@ -285,7 +285,7 @@ def test_operator_releases_the_gil_while_decoding() -> None:
     def decode() -> None:
         times["start"] = time.perf_counter()
         started.set()
-        torch.ops.custom_op.decode_and_crop_jpeg.default(data, 0, 0, 2048, 2048, 0, True, *LIMITS,
+        torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default(data, 0, 0, 2048, 2048, 0, True, *LIMITS,
                                                          True, False, 1 << 28)
         times["end"] = time.perf_counter()
 

@@ -69,7 +69,7 @@ compiled = torch.compile(lambda t: custom_op.decode_and_crop_jpeg(t, 8, 16, 32, 
 result = {
     "torch": torch.__version__, "libjpeg": custom_op.libjpeg_version(),
     "module": sys.modules["custom_op._C"].__file__,
-    "has_operator": hasattr(torch.ops.custom_op, "decode_and_crop_jpeg"),
+    "has_operator": hasattr(torch.ops.custom_op_jpeg, "decode_and_crop_jpeg"),
     "bytes_equal_operator": torch.equal(from_bytes, from_operator),
     "compiled_equal": torch.equal(compiled, from_bytes.float()),
     "torchvision": "torchvision" in sys.modules,

@@ -74,9 +74,17 @@ def torch_target_macro() -> str:
     return f"0x{(major << 56) | (minor << 48):016x}"
 
 
+#: The namespace of every operator, C++ and Python (``torch.ops.custom_op_jpeg.*``). Ours alone:
+#: a generic name such as "custom_op", common in example code, may already be defined by another
+#: library in the same process, and torch allows one definition of a namespace.
+OPERATOR_NAMESPACE = "custom_op_jpeg"
+
+
 def define_macros(key: str) -> list[tuple[str, str]]:
-    """The preprocessor definitions of every build: the key and the stable-ABI target."""
-    return [("CUSTOM_OP_BUILD_KEY", key), ("TORCH_TARGET_VERSION", torch_target_macro())]
+    """The preprocessor definitions of every build: the key, the operator namespace and the
+    stable-ABI target."""
+    return [("CUSTOM_OP_BUILD_KEY", key), ("CUSTOM_OP_NAMESPACE", OPERATOR_NAMESPACE),
+            ("TORCH_TARGET_VERSION", torch_target_macro())]
 
 
 

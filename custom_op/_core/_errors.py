@@ -7,7 +7,7 @@ starts with a tag naming the Python type, ``[custom_op.ValueError]
 decode_and_crop_jpeg(): ...`` (custom_op/binding/errors.h). :func:`translate`
 turns such a RuntimeError back into that type with the text after the tag;
 custom_op/_core/_native.py and the public operators' kernels (custom_op/_core/_ops.py)
-call it, so eager calls, ``torch.ops.custom_op.*`` and compiled graphs raise
+call it, so eager calls, ``torch.ops.custom_op_jpeg.*`` and compiled graphs raise
 the same types (docs/design.md, "The binding").
 """
 

@@ -1,7 +1,7 @@
 """Finding, building and loading custom_op's native extension.
 
 The extension is one file, ``_C.abi3.so``: a module on CPython's limited API
-whose loading registers the operators (``torch.ops.custom_op._*``, on torch's
+whose loading registers the operators (``torch.ops.custom_op_jpeg._*``, on torch's
 stable ABI). ``import custom_op`` loads an existing build
 (:func:`load_existing_build`, a dlopen of a few milliseconds, no process); with
 none, nothing native is loaded until the first decode, which builds it

@@ -28,6 +28,7 @@ from typing import Optional, Sequence, Union
 import torch
 
 from . import _loader
+from ._build_config import OPERATOR_NAMESPACE
 from ._errors import translate
 
 #: The core's default max_memory (csrc/limits.h), for this module's defaults. The module's
@@ -68,10 +69,11 @@ def as_tensor(data: Buffer) -> torch.Tensor:
 
 
 def ops() -> torch._ops._OpNamespace:
-    """``torch.ops.custom_op``, the extension loaded (built in a cold checkout)."""
+    """``torch.ops.custom_op_jpeg`` (OPERATOR_NAMESPACE), the extension loaded (built in a cold
+    checkout)."""
     if _loader.MODULE_NAME not in sys.modules:
         _loader.load_extension()
-    return torch.ops.custom_op
+    return getattr(torch.ops, OPERATOR_NAMESPACE)
 
 
 def module():
@@ -102,7 +104,7 @@ _overloads: dict = {}
 
 
 def call(name: str, *args):
-    """Calls the operator ``torch.ops.custom_op.<name>``, its errors given their Python types."""
+    """Calls the operator ``torch.ops.custom_op_jpeg.<name>``, its errors given their Python types."""
     operator = _overloads.get(name)
     if operator is None:
         operator = _overloads.setdefault(name, getattr(ops(), name).default)

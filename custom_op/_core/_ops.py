@@ -1,7 +1,7 @@
 """custom_op's public PyTorch operators, their kernels' error types, and their fake kernels.
 
-``torch.ops.custom_op.decode_and_crop_jpeg`` and
-``torch.ops.custom_op.decode_and_resized_crop_jpeg`` are defined here, when
+``torch.ops.custom_op_jpeg.decode_and_crop_jpeg`` and
+``torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg`` are defined here, when
 ``custom_op`` is imported (a few milliseconds, no process, nothing native
 needed): so they exist right after the import, as torchvision's do, also in a
 cold source checkout before the extension is built. Their CPU kernel is a
@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 
 from . import _native
+from ._build_config import OPERATOR_NAMESPACE
 
 #: Mode codes as the kernels take them (see _decode.MODES).
 _RGB, _GRAY = 0, 1
@@ -135,28 +136,28 @@ def _resized_crop_kernel(data, crop_y, crop_x, crop_height, crop_width, out_heig
 
 def _define() -> torch.library.Library:
     """Defines the public operators with their CPU and fake kernels (once: at import)."""
-    library = torch.library.Library("custom_op", "FRAGMENT")
+    library = torch.library.Library(OPERATOR_NAMESPACE, "FRAGMENT")
     for schema, kernel, fake in ((_CROP_SCHEMA, _crop_kernel, _crop_fake),
                                  (_RESIZED_SCHEMA, _resized_crop_kernel, _resized_crop_fake)):
         name = schema.split("(", 1)[0]
         library.define(schema)
         library.impl(name, kernel, "CPU")
-        torch.library.register_fake(f"custom_op::{name}", fake, lib=library)
+        torch.library.register_fake(f"{OPERATOR_NAMESPACE}::{name}", fake, lib=library)
     return library
 
 
 #: Kept alive for the process: dropping it would unregister the operators.
 _LIBRARY = _define()
 #: The public operators' handles, as the decode functions call them.
-CROP = torch.ops.custom_op.decode_and_crop_jpeg.default
-RESIZED_CROP = torch.ops.custom_op.decode_and_resized_crop_jpeg.default
+CROP = getattr(torch.ops, OPERATOR_NAMESPACE).decode_and_crop_jpeg.default
+RESIZED_CROP = getattr(torch.ops, OPERATOR_NAMESPACE).decode_and_resized_crop_jpeg.default
 
 
 def crop() -> torch._ops.OpOverload:
-    """``torch.ops.custom_op.decode_and_crop_jpeg.default``."""
+    """``torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default``."""
     return CROP
 
 
 def resized_crop() -> torch._ops.OpOverload:
-    """``torch.ops.custom_op.decode_and_resized_crop_jpeg.default``."""
+    """``torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default``."""
     return RESIZED_CROP
