@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,14 +57,16 @@ def _roots(into: Path | None) -> list[Path]:
 
 
 def verify(path: Path, key: str) -> str:
-    """Loads the build at ``path`` and decodes a probe image; returns a report line.
+    """Loads the build at ``path`` (or uses it, when it is the module this process loaded) and
+    decodes a probe image; returns a report line.
 
     Raises:
-        ImportError: the module is not loadable or was built for another key.
+        ImportError: the module is not loadable, was built for another key, or another build
+            is loaded in this process (see :func:`main`, which then checks in a new process).
         RuntimeError: it loaded but decoded the probe wrongly.
     """
     started = time.perf_counter()
-    module = _loader.load_module(path, key)
+    module = _loaded_from(path) or _loader.load_module(path, key)
     loaded = time.perf_counter() - started
     pixel = decode_and_crop_jpeg(torch.frombuffer(bytearray(_PROBE_JPEG), dtype=torch.uint8),
                                  0, 0, 8, 16)[:, 4, 8].tolist()
@@ -71,6 +75,30 @@ def verify(path: Path, key: str) -> str:
                            f"{list(_PROBE_COLOUR)} (this is a bug in custom_op)")
     return (f"custom_op: build {key} at {path} works (libjpeg-turbo "
             f"{module.libjpeg_version()}, loaded in {loaded * 1000:.1f} ms)")
+
+
+def _loaded_from(path: Path):
+    """The module this process loaded, if it was loaded from ``path``."""
+    module = sys.modules.get(_loader.MODULE_NAME)
+    if module is not None and Path(module.__file__).resolve() == path.resolve():
+        return module
+    return None
+
+
+#: Set in the process that checks a build for :func:`main`, which must not start another.
+_CHILD_VARIABLE = "_CUSTOM_OP_BUILD_CHECK_CHILD"
+
+
+def _verify_in_new_process(root: Path) -> int:
+    """Checks the build in ``root`` in a new process, whose import loads that build.
+
+    ``import custom_op`` loaded this environment's build already, and a process can hold one
+    copy of the module (_loader.load_module); the new process finds the build in ``root`` first
+    (CUSTOM_OP_BUILD_DIR), as the job that uses the folder will.
+    """
+    env = {**os.environ, "CUSTOM_OP_BUILD_DIR": str(root), _CHILD_VARIABLE: "1"}
+    return subprocess.run([sys.executable, "-m", "custom_op.build", "--verify", "--into",
+                           str(root)], env=env).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,6 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         if path is None:
             root = args.into if args.into is not None else _loader.build_root()
             path = _build.build(root, key, retry_failed=True)
+        if _loader.MODULE_NAME in sys.modules and _loaded_from(path) is None:
+            if os.environ.get(_CHILD_VARIABLE):
+                loaded = sys.modules[_loader.MODULE_NAME].__file__
+                raise ImportError(f"custom_op: this process loaded {loaded} at import, ahead "
+                                  f"of {path}: a job would use that one, not {path}")
+            return _verify_in_new_process(path.parent.parent)
         print(verify(path, key))
     except (ImportError, RuntimeError) as error:
         print(error, file=sys.stderr)

@@ -133,11 +133,19 @@ def load_existing_build() -> ModuleType | None:
 def load_module(path: Path, key: str) -> ModuleType:
     """Loads the module at ``path`` as custom_op._C, checking its build key.
 
+    Loading it defines the operators' namespace, which torch lets one library
+    define per process; a second definition fails inside the module's static
+    initialisers, where nothing can turn it into an exception, and the process
+    dies. So the namespace is checked first, and a taken one raises here.
+
     Raises:
-        ImportError: the module was built for another key.
+        ImportError: the module was built for another key; a copy of the
+            module is already loaded in this process; or another library
+            already defined the operators' namespace.
     """
     import torch  # noqa: F401 - the module links against libtorch, which this import loads
 
+    _check_namespace_free(path)
     loader = importlib.machinery.ExtensionFileLoader(MODULE_NAME, str(path))
     spec = importlib.util.spec_from_file_location(MODULE_NAME, str(path), loader=loader)
     module = importlib.util.module_from_spec(spec)
@@ -148,3 +156,24 @@ def load_module(path: Path, key: str) -> ModuleType:
                           "bug in custom_op)")
     sys.modules[MODULE_NAME] = module
     return module
+
+
+def _check_namespace_free(path: Path) -> None:
+    """Raises ImportError when loading ``path`` would define the operators' namespace twice."""
+    import torch
+
+    namespace = _build_config.OPERATOR_NAMESPACE
+    loaded = sys.modules.get(MODULE_NAME)
+    if loaded is not None or hasattr(getattr(torch.ops, namespace), "_decode_batch"):
+        where = getattr(loaded, "__file__", "an unknown file")
+        raise ImportError(f"custom_op: a copy of the native module is already loaded in this "
+                          f"process (from {where}), so {path} cannot be loaded beside it: "
+                          f"torch allows one definition of the {namespace!r} operators per "
+                          "process. Load or check the other build in a new process.")
+    try:
+        probe = torch.library.Library(namespace, "DEF")
+    except RuntimeError as error:
+        raise ImportError(f"custom_op: another library in this process has already defined "
+                          f"the operator namespace {namespace!r}, so custom_op's operators "
+                          f"cannot be registered. torch's message: {error}") from None
+    probe._destroy()  # frees the namespace for the module's own definition
