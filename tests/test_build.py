@@ -331,15 +331,27 @@ def test_build_key_starts_no_process_and_ignores_the_compiler(monkeypatch):
     assert _loader.current_build_key() == key
 
 
-def test_build_key_does_not_depend_on_torch(monkeypatch):
-    """The module is on torch's stable ABI: another torch version loads the same build."""
+def test_build_key_does_not_depend_on_torch():
+    """The module is on torch's stable ABI: another torch's environment computes the same key,
+    so it finds and loads the same build. The key is computed there as the build does, by
+    loading _build_config by path with that environment's Python and its torch importable."""
+    python = REPO / ".venv-torch213" / "bin" / "python"
+    assert python.exists(), "make wheel-test-venv makes the torch 2.13 environment"
+    code = textwrap.dedent(f"""\
+        import importlib.util, torch
+        spec = importlib.util.spec_from_file_location("config", {str(_build_config.__file__)!r})
+        config = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(config)
+        print(torch.__version__, config.build_key())
+        """)
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 0, done.stderr
+    other_torch, other_key = done.stdout.split()
     import torch
 
-    base = _build_config.build_key()
-    monkeypatch.setattr(torch, "__version__", "2.13.0+cpu")
-    monkeypatch.setattr(torch.version, "git_version", "0" * 40)
-    monkeypatch.setattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", False, raising=False)
-    assert _build_config.build_key() == base == _loader.current_build_key()
+    assert other_torch.split("+")[0] != torch.__version__.split("+")[0]
+    assert other_key == _build_config.build_key() == _loader.current_build_key()
 
 
 def test_build_key_covers_the_stable_abi_target(monkeypatch):
