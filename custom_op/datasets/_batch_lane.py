@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -256,8 +257,7 @@ class BatchLane:
         if failures:
             images, labels = self._substitute(images, labels, samples, failures)
         if isinstance(images, list):
-            images = torch.stack(images)
-            images = images.pin_memory() if self.pin_memory else images
+            images = self._stack(images)
         return images, _label_tensor(labels)
 
     def __call__(self, indices: Sequence[int], epoch: Optional[int] = None
@@ -297,12 +297,18 @@ class BatchLane:
         shape = (count, channels, *self._size())
         if self.pin_memory:
             return torch.empty(shape, dtype=torch.uint8, pin_memory=True)
-        batch = torch.empty(shape, dtype=torch.uint8)
         if torch.utils.data.get_worker_info() is not None:
-            # Decoded straight into shared memory: the batch crosses to the main process as a
-            # handle, where a private tensor would be copied into fresh shared memory first.
-            batch.share_memory_()
-        return batch
+            return _shared_empty(shape, torch.uint8)
+        return torch.empty(shape, dtype=torch.uint8)
+
+    def _stack(self, images: list[Any]) -> torch.Tensor:
+        """Per-sample results as one batch, in a worker stacked straight into shared memory."""
+        if self.pin_memory:
+            return torch.stack(images).pin_memory()
+        if torch.utils.data.get_worker_info() is not None:
+            first = images[0]
+            return torch.stack(images, out=_shared_empty((len(images), *first.shape), first.dtype))
+        return torch.stack(images)
 
     def _decode_windows(self, plan: _Plan, failures: dict[int, Exception],
                         num_threads: Optional[int]) -> torch.Tensor:
@@ -416,6 +422,16 @@ def _checked_epoch(epoch: Any) -> int:
     if epoch < 0:
         raise ValueError(f"BatchLane: epoch must be >= 0, got {epoch}")
     return epoch
+
+
+def _shared_empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in fresh shared memory, the way default_collate allocates a
+    worker's batch: it crosses to the training process as a handle, where a private tensor
+    would first be copied into shared memory. Fresh for every batch, because the training
+    process may still hold the last one (a view, an asynchronous copy to the GPU)."""
+    count = math.prod(shape)
+    storage = torch.UntypedStorage._new_shared(count * dtype.itemsize)
+    return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
 
 
 def _label_tensor(labels: list[Any]) -> Any:
