@@ -52,7 +52,7 @@ def seed_everything(seed: int) -> None:
     """The process-wide generators as a lane's worker seeds them before a sample's tail."""
     torch.manual_seed(seed)
     random.seed(seed)
-    np.random.seed([seed & 0xFFFFFFFF, seed >> 32])
+    np.random.seed((seed ^ (seed >> 32)) & 0xFFFFFFFF)
 
 
 def per_sample(lane, root, transform, batches: int, epoch: int = 0) -> list:

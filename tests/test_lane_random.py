@@ -27,7 +27,7 @@ from torchvision.transforms import v2
 
 import custom_op
 from custom_op.datasets import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
-from custom_op.datasets._lane_random import flip_draw, resized_crop_window
+from custom_op.datasets._lane_random import flip_draw, numpy_seed, resized_crop_window
 from synthetic import write_jpeg_folder
 
 SIZE, BATCH = 40, 4
@@ -204,3 +204,30 @@ def test_a_drawing_tail_is_named_where_it_is_not_reproducible(folder) -> None:
         deterministic = BatchLane(custom_op.JpegFolder(folder), v2.Compose(
             [*recipe(False).transforms, v2.ToDtype(torch.float32)]))
         lane_threads(deterministic, sampler)
+
+
+class DrawsFromRandomAndNumpy:
+    """A tail that draws from Python's and numpy's global generators (as timm's and
+    albumentations' transforms do): it shifts every pixel by what it draws."""
+
+    def __call__(self, image):
+        return image + (random.randrange(50) + int(np.random.randint(50)))
+
+
+def test_workers_seed_random_and_numpy_per_sample(folder) -> None:
+    """In a worker, before each sample's tail: ``random.seed(s)`` and
+    ``np.random.seed(numpy_seed(s))`` for the sample's seed ``s``, as well as torch's."""
+    transform = v2.Compose([*recipe(False).transforms, DrawsFromRandomAndNumpy()])
+    lane = BatchLane(custom_op.JpegFolder(folder), transform, seed=6)
+    reference = custom_op.JpegFolder(folder, transform=transform)
+    expected = []
+    for index in range(len(lane)):
+        seed = lane.sample_seed(index)
+        torch.manual_seed(seed)
+        random.seed(seed)
+        np.random.seed(numpy_seed(seed))
+        expected.append(reference[index][0])
+    assert numpy_seed(2 ** 40 + 5) == (2 ** 8) ^ 5
+    loader = lane_dataloader(lane, [list(range(len(lane)))], num_workers=1)
+    (images, _), = list(loader)
+    assert torch.equal(images, torch.stack(expected))
