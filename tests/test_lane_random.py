@@ -92,16 +92,19 @@ def _reference_draws(count: int) -> dict[str, list]:
             "random": [python.random() for _ in range(count)]}
 
 
+@pytest.mark.parametrize("loader_kind", ["threads", "workers"])
 @pytest.mark.parametrize("random_tail", [False, True], ids=["crop-flip", "random-tail"])
-def test_training_loop_draws_are_its_own(folder, random_tail) -> None:
+def test_training_loop_draws_are_its_own(folder, random_tail, loader_kind) -> None:
     """A thread draws from torch, numpy and random from before the lane's first batch until
-    after its last. Without a tail its three streams are exactly those of its seeds; with a
-    random tail (which draws from the global torch generator, as it does in threads) numpy's
-    and random's still are, and no torch value comes twice."""
+    after its last. Its three streams are exactly those of its seeds, but for a random tail
+    in threads: it draws from the global torch generator there, and then numpy's and
+    random's streams still are the seeds' and no torch value comes twice."""
     lane = BatchLane(custom_op.JpegFolder(folder), recipe(random_tail), seed=1)
+    batches = LaneBatchSampler(len(lane), BATCH, seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the tail's warning: tested below
-        loader = lane_threads(lane, LaneBatchSampler(len(lane), BATCH, seed=1), threads=2)
+        loader = (lane_threads(lane, batches, threads=2) if loader_kind == "threads" else
+                  lane_dataloader(lane, batches, num_workers=2))
     torch.manual_seed(123)
     random.seed(123)
     np.random.seed(123)
@@ -128,7 +131,7 @@ def test_training_loop_draws_are_its_own(folder, random_tail) -> None:
     reference = _reference_draws(len(seen["torch"]))
     assert seen["numpy"] == reference["numpy"]
     assert seen["random"] == reference["random"]
-    if random_tail:
+    if random_tail and loader_kind == "threads":
         assert len(set(seen["torch"])) == len(seen["torch"])
     else:
         assert seen["torch"] == reference["torch"]
