@@ -13,10 +13,11 @@
 - :class:`TarSamples`: the webdataset pipeline stage that reads tar shards
   into samples (in place of ``wds.tarfile_to_samples()``), faster.
 - :class:`BatchLane`: whole batches (indices in, one uint8 [B, C, H, W]
-  tensor and the labels out) decoded in one native call, with the per-sample
-  pipeline's random draws; :class:`HfRows` (Hugging Face rows as its source),
+  tensor and the labels out) decoded in one native call, each sample's window
+  and flip drawn from a random stream of its own (seed, epoch, index); :class:`HfRows` (Hugging Face rows as its source),
   :func:`lane_dataloader` (worker processes), :func:`lane_threads`
-  (torchdata.nodes threads), :func:`shard_loader` (tar shards split by rank
+  (torchdata.nodes threads), :class:`LaneBatchSampler` (an order that
+  (seed, epoch) determine, for resuming), :func:`shard_loader` (tar shards split by rank
   and worker, reshuffled every epoch: :class:`ShardSet`, :class:`EpochShuffle`,
   :class:`ShardLoader`) (docs/batch_lane.md).
 """
@@ -26,12 +27,13 @@ from ._coco import CocoJpegDetection
 from ._folder import IMG_EXTENSIONS, ON_ERROR_POLICIES, JpegFolder
 from ._huggingface import HfImageTransform, hf_image
 from ._lane_loaders import lane_dataloader, lane_threads
+from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
 from ._shards import EpochShuffle, ShardLoader, ShardSet, shard_loader
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
-           "IMG_EXTENSIONS", "JpegFolder", "ON_ERROR_POLICIES", "ShardLoader", "ShardSet",
-           "TarSamples", "hf_image", "lane_dataloader", "lane_threads", "load_sample",
+           "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "ON_ERROR_POLICIES", "ShardLoader",
+           "ShardSet", "TarSamples", "hf_image", "lane_dataloader", "lane_threads", "load_sample",
            "shard_loader"]

@@ -7,32 +7,32 @@ steps, each a method, so that a loader can run them where they serve best:
 
 1. :meth:`BatchLane.load`: read the files (EncodedJpegs: headers only).
    No random numbers; threads may run it in any order.
-2. :meth:`BatchLane.draw`: draw each sample's random parameters with the
-   transforms' own code (``v2.RandomResizedCrop.make_params``, the flip's
-   ``torch.rand(1) < p``), sample by sample in the order the per-sample
-   pipeline draws them, so the same seed gives the same windows and flips.
-   It must run in batch order (one thread, or a DataLoader worker).
+2. :meth:`BatchLane.draw`: draw each sample's window and flip from the
+   sample's own generator, seeded from (the lane's seed, the epoch, the
+   sample's key) (_lane_random.py), with torchvision's distributions. No
+   process-wide generator is read or moved, so any thread may run it, in any
+   order, and the same seed gives the same batches whatever else draws.
 3. :meth:`BatchLane.decode`: every window decoded by one
    ``decode_and_crop_jpeg_batch(..., size=, out=, hflips=)`` call on C++
    threads with the GIL released, straight into the batch and mirrored there
    by the thread that decoded it; whatever follows the flip in the transform
    (the "tail") per sample.
 
-A tail that draws random numbers (RandAugment, ColorJitter) gets the draws the
-per-sample pipeline would give it: in step 2 each sample's generator states
-are saved and the tail is run once on a blank image of the output's shape
-(only to move the generators on as it would; v2 transforms draw from the image
-size, never from its pixels), and in step 3 the tail runs on the real image
-from the saved states, under a lock that keeps other threads' draws out.
+A tail is the user's transform and draws from the process-wide generators
+(torchvision's and timm's random transforms know no other). In a DataLoader
+worker those generators are the worker's own: before each sample's tail they
+are seeded from the sample's stream, so the tail draws what the per-sample
+pipeline seeded with the sample's seed would draw. In the training process
+they are the training loop's, and the lane never sets them: the tail draws
+from them as it finds them (the loaders warn when it does).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
-import random
-import threading
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -48,15 +48,13 @@ from .._core._errors import JpegDecodeError
 from .._torchvision._fused_resize import native_size
 from .._torchvision._tv_geometry import interpolation_mode
 from ..transforms import decode_remaining
+from ._lane_random import (derived_seed, draws_from_global_generators, flip_draw,
+                           resized_crop_window, sample_generator, seed_process_generators)
 from ._lane_sample import LaneSample
 
 __all__ = ["BatchLane", "LaneSample", "split_transform"]
 
 _log = logging.getLogger("custom_op.datasets")
-
-#: Held while the global generators are drawn from or swapped (steps 2 and 3 above).
-_RNG_LOCK = threading.RLock()
-
 
 @dataclasses.dataclass
 class _Plan:
@@ -65,7 +63,10 @@ class _Plan:
     samples: list[LaneSample]
     windows: list[Optional[dict[str, int]]]
     flips: list[bool]
-    tail_states: list[Optional[tuple]]
+    #: Each sample's generator after the lane's draws, with its seed: where a worker's
+    #: process-wide generators are put before the sample's tail (None: failed to load).
+    generators: list[Optional[torch.Generator]]
+    seeds: list[Optional[int]]
 
 
 def split_transform(transform: Any) -> tuple[Optional[v2.RandomResizedCrop],
@@ -88,21 +89,6 @@ def split_transform(transform: Any) -> tuple[Optional[v2.RandomResizedCrop],
     return crop, flip, tail
 
 
-def _rng_states() -> tuple:
-    return torch.get_rng_state(), random.getstate(), np.random.get_state()
-
-
-def _set_rng_states(states: tuple) -> None:
-    torch.set_rng_state(states[0])
-    random.setstate(states[1])
-    np.random.set_state(states[2])
-
-
-def _same_states(first: tuple, second: tuple) -> bool:
-    return (torch.equal(first[0], second[0]) and first[1] == second[1]
-            and all(np.array_equal(a, b) for a, b in zip(first[2][1:3], second[2][1:3])))
-
-
 class BatchLane:
     """Decodes a batch of a dataset in one native call: ``lane(indices) -> (images, labels)``.
 
@@ -123,6 +109,12 @@ class BatchLane:
             DataLoader instead (see :func:`lane_dataloader`).
         num_threads: decoding threads per batch; default
             ``torch.get_num_threads()`` (1 in a DataLoader worker).
+        seed: The seed of the lane's random streams: sample ``key``'s
+            window and flip in epoch ``e`` are drawn from a generator seeded
+            with ``sample_seed(key, e)``, a hash of (seed, e, key). Default
+            ``torch.initial_seed()`` when the lane is built (read, not
+            drawn), so ``torch.manual_seed(s)`` before building the lane
+            makes its batches reproducible.
         on_error: ``"raise"`` or ``"substitute"``; default the source's own
             ``on_error`` (JpegFolder's, HfRows'), else ``"raise"``. With
             ``"substitute"`` a sample that cannot be decoded is replaced
@@ -131,8 +123,8 @@ class BatchLane:
             ``substitutions``.
 
     Raises:
-        TypeError: ``transform`` is not callable.
-        ValueError: ``on_error`` is not a policy.
+        TypeError: ``transform`` is not callable, or ``seed`` is not an int.
+        ValueError: ``on_error`` is not a policy, or ``seed`` is negative.
         JpegDecodeError: (when called, ``on_error="raise"``) a file cannot be
             decoded; the message starts with its path (or shard and member).
 
@@ -145,9 +137,16 @@ class BatchLane:
     """
 
     def __init__(self, source: Any, transform: Callable[[Any], Any], *, pin_memory: bool = False,
-                 num_threads: Optional[int] = None, on_error: Optional[str] = None) -> None:
+                 num_threads: Optional[int] = None, on_error: Optional[str] = None,
+                 seed: Optional[int] = None) -> None:
         if not callable(transform):
             raise TypeError(f"BatchLane: transform must be callable, got {type(transform).__name__}")
+        seed = torch.initial_seed() if seed is None else seed
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"BatchLane: seed must be an int, got {seed!r}")
+        if seed < 0:
+            raise ValueError(f"BatchLane: seed must be >= 0, got {seed}")
+        self.seed, self.epoch = seed, 0
         on_error = on_error or getattr(source, "on_error", "raise")
         if on_error not in ("raise", "substitute"):
             raise ValueError(f"BatchLane: on_error must be 'raise' or 'substitute', got {on_error!r}")
@@ -158,6 +157,10 @@ class BatchLane:
         # v2's flip flips when torch.rand(1) < p, compared in float32 (p is cast to the
         # tensor's dtype): the same test on the draw's value costs no tensor comparison.
         self._flip_below = float(np.float32(self.flip.p)) if self.flip is not None else 0.0
+        if self.crop is not None:
+            # RandomResizedCrop draws its aspect ratio between the float32 logarithms of its
+            # bounds: the same numbers, computed the same way, give the same draws.
+            self._log_ratio = torch.log(torch.tensor(self.crop.ratio)).tolist()
         if self.crop is None:
             # Nothing to fuse: the whole transform runs per sample (a timm / torchvision v1
             # pipeline in ComposeJPEG, as JpegFolder runs it), and there is no separate tail.
@@ -165,10 +168,11 @@ class BatchLane:
         self.transform = transform
         self.pin_memory, self.num_threads, self.on_error = pin_memory, num_threads, on_error
         self.substitutions = 0
+        self._global_draws: Optional[list[str]] = None
 
     def __repr__(self) -> str:
         return (f"BatchLane({type(self.source).__name__}, crop={self.crop}, flip={self.flip}, "
-                f"tail={self.tail}, on_error={self.on_error!r})")
+                f"tail={self.tail}, on_error={self.on_error!r}, seed={self.seed})")
 
     def __len__(self) -> int:
         return len(self.source)
@@ -179,22 +183,59 @@ class BatchLane:
         """The samples at ``indices``, read from the source (nothing decoded, nothing drawn)."""
         return self.source.lane_samples([int(index) for index in indices])
 
-    def draw(self, samples: list[LaneSample]) -> _Plan:
-        """Each sample's window, flip and tail states, drawn in the per-sample pipeline's order."""
-        plan = _Plan(samples, [None] * len(samples), [False] * len(samples), [None] * len(samples))
-        if self.crop is None:
-            return plan
-        tail_draws = self.tail is not None
-        with _RNG_LOCK:
-            for index, sample in enumerate(samples):
-                if sample.image is None:
-                    continue  # failed to load: substituted in decode
-                plan.windows[index] = self.crop.make_params([sample.image])
+    def draw(self, samples: list[LaneSample], epoch: Optional[int] = None) -> _Plan:
+        """Each sample's window and flip, drawn from its own stream in ``epoch`` (default
+        :attr:`epoch`); any thread, any order: no process-wide generator is used."""
+        epoch = self.epoch if epoch is None else _checked_epoch(epoch)
+        count = len(samples)
+        plan = _Plan(samples, [None] * count, [False] * count, [None] * count, [None] * count)
+        for index, sample in enumerate(samples):
+            if sample.image is None:
+                continue  # failed to load: substituted in decode
+            seed = self.sample_seed(sample.key, epoch)
+            generator = sample_generator(seed)
+            if self.crop is not None:
+                height, width = v2.functional.get_size(sample.image)
+                plan.windows[index] = resized_crop_window(generator, height, width,
+                                                          self.crop.scale, self.crop.ratio,
+                                                          self._log_ratio)
                 if self.flip is not None:
-                    plan.flips[index] = torch.rand(1).item() < self._flip_below
-                if tail_draws:
-                    tail_draws = self._step_over_tail(plan, index, sample)
+                    plan.flips[index] = flip_draw(generator, self._flip_below)
+            plan.generators[index], plan.seeds[index] = generator, seed
         return plan
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch the next draws are for (the lane's loaders set it at every epoch)."""
+        self.epoch = _checked_epoch(epoch)
+
+    def sample_seed(self, key: Any, epoch: Optional[int] = None) -> int:
+        """The seed of sample ``key``'s stream in ``epoch`` (default :attr:`epoch`).
+
+        ``key`` is the sample's dataset index, or for tar shards
+        ``"<shard file name>/<member key>"``. With the global generator seeded
+        to it, the per-sample pipeline draws this sample's window and flip."""
+        return derived_seed(self.seed, self.epoch if epoch is None else _checked_epoch(epoch),
+                            key)
+
+    def global_draws(self) -> list[str]:
+        """The names of the transform's steps that draw from the process-wide generators
+        (the tail's, or the whole transform when nothing is fused); empty when none does.
+
+        Found once, by running them on a blank image of the output's size (the fused
+        case) or on the source's first sample, which moves the process-wide generators on
+        by one sample's draws."""
+        if self._global_draws is None:
+            if self.crop is not None:
+                steps = [] if self.tail is None else (
+                    list(self.tail.transforms) if isinstance(self.tail, v2.Compose)
+                    else [self.tail])
+                image = tv_tensors.Image(torch.zeros((3, *self._size()), dtype=torch.uint8))
+                self._global_draws = draws_from_global_generators(steps, image)
+            else:
+                first = self.load([0])[0].image if self.source is not None and len(self) else None
+                self._global_draws = ([type(self.transform).__name__] if first is None else
+                                      draws_from_global_generators([self.transform], first))
+        return self._global_draws
 
     def decode(self, plan: _Plan, num_threads: Optional[int] = None) -> tuple[torch.Tensor, Any]:
         """The batch: windows decoded into one tensor, flipped, the tail applied; and the labels.
@@ -207,7 +248,7 @@ class BatchLane:
         if failures and self.on_error == "raise":
             raise next(iter(failures.values()))
         if self.crop is None:
-            images = self._per_sample_transform(samples, failures)
+            images = self._per_sample_transform(plan, failures)
         else:
             images = self._decode_windows(plan, failures, num_threads)
         if self.tail is not None:
@@ -216,12 +257,12 @@ class BatchLane:
         if failures:
             images, labels = self._substitute(images, labels, samples, failures)
         if isinstance(images, list):
-            images = torch.stack(images)
-            images = images.pin_memory() if self.pin_memory else images
+            images = self._stack(images)
         return images, _label_tensor(labels)
 
-    def __call__(self, indices: Sequence[int]) -> tuple[torch.Tensor, Any]:
-        return self.decode(self.draw(self.load(indices)))
+    def __call__(self, indices: Sequence[int], epoch: Optional[int] = None
+                 ) -> tuple[torch.Tensor, Any]:
+        return self.decode(self.draw(self.load(indices), epoch))
 
     def collate_samples(self, samples: Sequence[dict], image_key: str = "jpg",
                         label_key: str = "cls") -> tuple[torch.Tensor, Any]:
@@ -230,24 +271,14 @@ class BatchLane:
         For ``wds.batched(n, collation_fn=lane.collate_samples)``: each
         sample's ``image_key`` member becomes an EncodedJpeg named
         ``<shard>: member <key>.<image_key>``, its ``label_key`` member (text
-        digits, as ``.cls`` files hold) the label.
+        digits, as ``.cls`` files hold) the label. A sample's stream is keyed
+        ``"<shard file name>/<key>"``: the same wherever the shards are read from.
         """
         from ._lane_sources import tar_lane_samples
 
         return self.decode(self.draw(tar_lane_samples(samples, image_key, label_key)))
 
     # ---- inside the steps -----------------------------------------------------------------
-
-    def _step_over_tail(self, plan: _Plan, index: int, sample: LaneSample) -> bool:
-        """Saves the generators for sample ``index``'s tail and moves them past its draws;
-        False when the tail drew nothing (then no later sample needs this)."""
-        before = _rng_states()
-        channels = 1 if _mode(sample.image) == "gray" else 3
-        self.tail(tv_tensors.Image(torch.zeros((channels, *self._size()), dtype=torch.uint8)))
-        if _same_states(before, _rng_states()):
-            return False
-        plan.tail_states[index] = before
-        return True
 
     def _size(self) -> tuple[int, int]:
         size = self.crop.size
@@ -266,12 +297,18 @@ class BatchLane:
         shape = (count, channels, *self._size())
         if self.pin_memory:
             return torch.empty(shape, dtype=torch.uint8, pin_memory=True)
-        batch = torch.empty(shape, dtype=torch.uint8)
         if torch.utils.data.get_worker_info() is not None:
-            # Decoded straight into shared memory: the batch crosses to the main process as a
-            # handle, where a private tensor would be copied into fresh shared memory first.
-            batch.share_memory_()
-        return batch
+            return _shared_empty(shape, torch.uint8)
+        return torch.empty(shape, dtype=torch.uint8)
+
+    def _stack(self, images: list[Any]) -> torch.Tensor:
+        """Per-sample results as one batch, in a worker stacked straight into shared memory."""
+        if self.pin_memory:
+            return torch.stack(images).pin_memory()
+        if torch.utils.data.get_worker_info() is not None:
+            first = images[0]
+            return torch.stack(images, out=_shared_empty((len(images), *first.shape), first.dtype))
+        return torch.stack(images)
 
     def _decode_windows(self, plan: _Plan, failures: dict[int, Exception],
                         num_threads: Optional[int]) -> torch.Tensor:
@@ -323,14 +360,15 @@ class BatchLane:
             raise error
         failures[index] = error
 
-    def _per_sample_transform(self, samples: list[LaneSample],
-                              failures: dict[int, Exception]) -> list[Any]:
+    def _per_sample_transform(self, plan: _Plan, failures: dict[int, Exception]) -> list[Any]:
         """No crop to fuse: the whole transform per sample, as the per-sample pipeline runs it."""
+        samples = plan.samples
         images: list[Any] = [None] * len(samples)
         for index, sample in enumerate(samples):
             if index in failures:
                 continue
             try:
+                self._seed_worker(plan, index)
                 images[index] = decode_remaining(self.transform(sample.image))
             except JpegDecodeError as error:
                 self._fail_or_note(failures, index, error)
@@ -341,19 +379,18 @@ class BatchLane:
         for index in range(len(plan.samples)):
             if index in failures:
                 continue
-            image = tv_tensors.Image(images[index])
-            states = plan.tail_states[index]
-            if states is None:
-                results[index] = self.tail(image)
-                continue
-            with _RNG_LOCK:
-                after = _rng_states()
-                _set_rng_states(states)
-                try:
-                    results[index] = self.tail(image)
-                finally:
-                    _set_rng_states(after)
+            self._seed_worker(plan, index)
+            results[index] = self.tail(tv_tensors.Image(images[index]))
         return results
+
+    @staticmethod
+    def _seed_worker(plan: _Plan, index: int) -> None:
+        """In a DataLoader worker, the process-wide generators seeded from sample ``index``'s
+        stream, for the transform that draws from them; in the training process, nothing:
+        there they are the training loop's, and the lane never sets them."""
+        generator = plan.generators[index]
+        if generator is not None and torch.utils.data.get_worker_info() is not None:
+            seed_process_generators(generator, plan.seeds[index])
 
     def _substitute(self, images: Any, labels: list[Any], samples: list[LaneSample],
                     failures: dict[int, Exception]) -> tuple[Any, list[Any]]:
@@ -377,6 +414,24 @@ def _mode(image: Any) -> str:
     if isinstance(image, EncodedJpeg):
         return image.options.mode
     return "gray" if image is not None and image.shape[-3] == 1 else "rgb"
+
+
+def _checked_epoch(epoch: Any) -> int:
+    if isinstance(epoch, bool) or not isinstance(epoch, int):
+        raise TypeError(f"BatchLane: epoch must be an int, got {epoch!r}")
+    if epoch < 0:
+        raise ValueError(f"BatchLane: epoch must be >= 0, got {epoch}")
+    return epoch
+
+
+def _shared_empty(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in fresh shared memory, the way default_collate allocates a
+    worker's batch: it crosses to the training process as a handle, where a private tensor
+    would first be copied into shared memory. Fresh for every batch, because the training
+    process may still hold the last one (a view, an asynchronous copy to the GPU)."""
+    count = math.prod(shape)
+    storage = torch.UntypedStorage._new_shared(count * dtype.itemsize)
+    return torch.empty(0, dtype=dtype).set_(storage, 0, tuple(shape))
 
 
 def _label_tensor(labels: list[Any]) -> Any:

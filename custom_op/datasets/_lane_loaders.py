@@ -7,31 +7,35 @@ only gives them one object per batch.
   whose ``batch_size`` is None, so each worker builds whole batches and one
   tensor per batch crosses the process boundary (decoded into shared memory
   in the worker: it crosses as a handle, without the copy the DataLoader
-  makes of a private tensor). Draws are made in the worker, batch by batch,
-  as the per-sample pipeline makes them: the same seed gives the same batches.
+  makes of a private tensor).
 - :func:`lane_threads`: a ``torchdata.nodes`` graph in one process: files
-  read by a pool of threads, the draws made in order on one thread, the
-  batches decoded by a pool of threads, each batch on one native thread
-  (the native decode releases the GIL). torchdata.nodes was chosen over SPDL
-  because it is PyTorch's own, pure-Python package on PyPI (no native build
-  to match torch's), composes with samplers (``SamplerWrapper``:
-  DistributedSampler, ``set_epoch``), and its thread mappers keep the order:
+  read by a pool of threads, the draws made on one thread, the batches
+  decoded by a pool of threads, each batch on one native thread (the native
+  decode releases the GIL). torchdata.nodes was chosen over SPDL because it
+  is PyTorch's own, pure-Python package on PyPI (no native build to match
+  torch's), composes with samplers, and its thread mappers keep the order:
   all the lane needs. Every step its (daemon) threads run passes through the
   exit gate (_exit_gate.py), so that the interpreter's exit never finds one
   inside torch.
+
+Both count their epochs and the batches handed out (_lane_resume.py), tell
+the lane and the batch sampler the epoch, and resume from a state dict.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+import warnings
+from typing import Any, Iterable, Iterator, Sequence, Union
 
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
+from ._lane_random import derived_seed, sample_generator
+from ._lane_resume import BatchRequest, EpochCursor, Requests
 
-__all__ = ["LaneBatches", "lane_dataloader", "lane_threads"]
+__all__ = ["LaneBatches", "LaneDataLoader", "LaneThreads", "lane_dataloader", "lane_threads"]
 
 
 class LaneBatches(Dataset):
@@ -49,53 +53,119 @@ class LaneBatches(Dataset):
     def __len__(self) -> int:
         return len(self.lane)
 
-    def __getitem__(self, indices: Sequence[int]) -> tuple[Any, ...]:
-        images, labels = self.lane(indices)
+    def __getitem__(self, request: Union[BatchRequest, Sequence[int]]) -> tuple[Any, ...]:
+        """A :class:`BatchRequest` is drawn for its epoch; plain indices for the lane's."""
+        epoch, indices = request if isinstance(request, BatchRequest) else (None, request)
+        images, labels = self.lane(indices, epoch)
         if self.with_indices:
             return images, labels, torch.tensor(list(indices), dtype=torch.int64)
         return images, labels
 
 
+def _warn_if_drawing(lane: BatchLane, owner: str) -> None:
+    """Says once, when the loader is built, that the transform's own draws (a random tail)
+    come from the training process's generators, which the lane does not set."""
+    drawing = lane.global_draws()
+    if drawing:
+        warnings.warn(f"{owner}: {', '.join(drawing)} in the lane's transform draws from the "
+                      "process-wide random generators (torch, random, numpy), which the lane "
+                      "never sets in the training process: its draws depend on what else "
+                      "draws, and are not reproducible here. The windows and flips are. For "
+                      "reproducible draws of the whole transform use lane_dataloader with "
+                      "num_workers >= 1, whose workers seed their own generators per sample.",
+                      RuntimeWarning, stacklevel=3)
+
+
+class LaneDataLoader(DataLoader):
+    """The DataLoader :func:`lane_dataloader` returns: one epoch per ``iter()``, and
+    ``state_dict()`` / ``load_state_dict()`` to resume an epoch mid-way."""
+
+    def __init__(self, lane: BatchLane, batch_sampler: Iterable[Sequence[int]],
+                 initial_epoch: int, with_indices: bool, **loader_options: Any) -> None:
+        self._cursor = EpochCursor(lane, batch_sampler, initial_epoch, "lane_dataloader")
+        super().__init__(LaneBatches(lane, with_indices), batch_size=None,
+                         sampler=Requests(batch_sampler, self._cursor), **loader_options)
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        self._cursor.start()
+        for batch in super().__iter__():
+            self._cursor.handed()
+            yield batch
+        self._cursor.finish()
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"epoch", "batches", "seed"}``: where a resumed loader starts (see _lane_resume.py)."""
+        return self._cursor.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The next epoch is ``state``'s, from the batch after its ``batches`` batches."""
+        self._cursor.load_state_dict(state)
+
+
 def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
                     num_workers: int = 2, pin_memory: bool = False,
                     persistent_workers: bool = False, with_indices: bool = False,
-                    **loader_options: Any) -> DataLoader:
+                    initial_epoch: int = 0, **loader_options: Any) -> LaneDataLoader:
     """A ``torch.utils.data.DataLoader`` that yields the lane's batches.
+
+    Every ``iter(loader)`` is an epoch, counted from ``initial_epoch``: the
+    loader sets the lane's epoch (and the batch sampler's, if it has
+    ``set_epoch``) before it starts. Each worker seeds its own process-wide
+    generators from each sample's stream before the sample's tail, so a tail
+    that draws from them (ColorJitter, RandAugment) draws reproducibly too;
+    with ``num_workers=0`` it draws from the training process's generators
+    (a RuntimeWarning says so when the loader is built).
 
     Args:
         lane: The :class:`BatchLane` (``pin_memory=False``).
-        batch_sampler: Lists of indices, one per batch: ``BatchSampler(
-            RandomSampler(dataset), 64, drop_last=True)``, or around a
-            ``DistributedSampler`` for torchrun's ranks (call its
-            ``set_epoch`` before each epoch, as with any DataLoader).
+        batch_sampler: Lists of indices, one per batch: a
+            :class:`LaneBatchSampler`, whose order depends on (seed, epoch)
+            alone, or ``BatchSampler(DistributedSampler(...), 64)`` (call the
+            DistributedSampler's ``set_epoch`` before each epoch, as with
+            any DataLoader). Resuming skips the batches already yielded, so
+            it needs an order that the epoch determines.
         num_workers, pin_memory, persistent_workers: the DataLoader's.
         with_indices: also yield each batch's dataset indices (int64 [B]),
             e.g. to record what each rank trained on.
+        initial_epoch: the epoch of the first ``iter()``.
         loader_options: any other DataLoader argument (``prefetch_factor``,
-            ``worker_init_fn``, ``generator``, ...), but not ``batch_size``,
-            ``sampler``, ``batch_sampler`` or ``collate_fn``, which this sets.
+            ``worker_init_fn``, ...), but not ``batch_size``, ``sampler``,
+            ``batch_sampler`` or ``collate_fn``, which this sets. Without
+            ``generator``, the workers' base seed is drawn from a generator
+            seeded from the lane's seed, not from the global one.
 
     Returns:
-        A DataLoader yielding ``(images, labels)``: uint8 ``[B, C, H, W]``
-        and int64 ``[B]`` (and the indices with ``with_indices``).
+        A :class:`LaneDataLoader` yielding ``(images, labels)``: uint8
+        ``[B, C, H, W]`` and int64 ``[B]`` (and the indices with
+        ``with_indices``); ``state_dict()`` after batch ``k``, given to
+        ``load_state_dict()`` of a new loader (also in a new process), makes
+        its next epoch yield batches ``k + 1``, ... of that epoch, bit for
+        bit the uninterrupted run's.
 
     Raises:
-        ValueError: the lane pins memory, or ``loader_options`` sets what
-            this function sets.
+        ValueError: the lane pins memory, ``initial_epoch`` is negative, or
+            ``loader_options`` sets what this function sets.
 
     Example:
-        >>> sampler = BatchSampler(RandomSampler(folder), 64, drop_last=True)
-        >>> loader = lane_dataloader(BatchLane(folder, transform), sampler, num_workers=2)
+        >>> batches = LaneBatchSampler(len(folder), 64, seed=0, drop_last=True)
+        >>> loader = lane_dataloader(BatchLane(folder, transform, seed=0), batches)
         >>> images, labels = next(iter(loader))
     """
     taken = sorted({"batch_size", "sampler", "batch_sampler", "collate_fn"} & set(loader_options))
     if taken:
         raise ValueError(f"lane_dataloader: {', '.join(taken)} cannot be given: the lane makes "
                          "whole batches (batch_size=None, the batch sampler as sampler)")
-    return DataLoader(LaneBatches(lane, with_indices), batch_size=None, sampler=batch_sampler,
-                      num_workers=num_workers, pin_memory=pin_memory,
-                      persistent_workers=persistent_workers and num_workers > 0,
-                      **loader_options)
+    if num_workers == 0:
+        _warn_if_drawing(lane, "lane_dataloader(num_workers=0)")
+    if loader_options.get("generator") is None:
+        # The DataLoader draws its workers' base seed at every epoch; from its own generator
+        # that draw leaves the training loop's global generator alone.
+        loader_options["generator"] = sample_generator(
+            derived_seed(lane.seed, 0, "lane_dataloader base seeds"))
+    return LaneDataLoader(lane, batch_sampler, initial_epoch, with_indices,
+                          num_workers=num_workers, pin_memory=pin_memory,
+                          persistent_workers=persistent_workers and num_workers > 0,
+                          **loader_options)
 
 
 def _nodes() -> Any:
@@ -107,40 +177,70 @@ def _nodes() -> Any:
     return nodes
 
 
+class LaneThreads:
+    """What :func:`lane_threads` returns: iterate it once per epoch; ``state_dict()`` /
+    ``load_state_dict()`` resume an epoch mid-way. ``loader`` is the torchdata.nodes.Loader."""
+
+    def __init__(self, loader: Any, cursor: EpochCursor) -> None:
+        self.loader, self._cursor = loader, cursor
+
+    def __iter__(self) -> Iterator[Any]:
+        self._cursor.start()
+        for batch in self.loader:
+            self._cursor.handed()
+            yield batch
+        self._cursor.finish()
+
+    def state_dict(self) -> dict[str, Any]:
+        """``{"epoch", "batches", "seed"}``: where a resumed loader starts (see _lane_resume.py)."""
+        return self._cursor.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The next epoch is ``state``'s, from the batch after its ``batches`` batches."""
+        self._cursor.load_state_dict(state)
+
+
 def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, threads: int = 2,
                  prefetch: int = 2, pin_memory: bool = False,
-                 initial_epoch: int = 0) -> Any:
-    """A ``torchdata.nodes.Loader`` that yields the lane's batches from threads of this process.
+                 initial_epoch: int = 0) -> LaneThreads:
+    """A ``torchdata.nodes`` graph that yields the lane's batches from threads of this process.
 
-    Files are read on ``threads`` threads, the random draws made in batch
-    order on one thread (so a seed gives the same batches as
-    ``lane(indices)`` called in a loop), and ``threads`` batches decoded at
+    Files are read on ``threads`` threads, the windows and flips drawn on one
+    thread from each sample's own stream, and ``threads`` batches decoded at
     once, each on one native thread: whole batches side by side keep every
     core busy to the end of each batch, where one batch split over the cores
-    leaves them waiting for its last image.
+    leaves them waiting for its last image. The batches are those of
+    ``lane(indices, epoch)`` called in a loop, whatever the thread count and
+    whatever the training loop draws. A tail that draws from the process-wide
+    generators draws from the training process's, which no thread sets: a
+    RuntimeWarning names it when the loader is built (the lane runs the
+    tail once on a blank image to find out).
 
     Args:
         lane: The :class:`BatchLane`; ``lane.pin_memory`` pins each batch as
             it is decoded.
-        batch_sampler: Lists of indices, one per batch. torchdata's
-            ``SamplerWrapper`` calls its ``set_epoch`` (if it has one) at the
-            start of every epoch, counting from ``initial_epoch``; a
+        batch_sampler: Lists of indices, one per batch: a
+            :class:`LaneBatchSampler`, or any batch sampler (its
+            ``set_epoch``, if it has one, is called at every epoch; a
             ``BatchSampler`` around a ``DistributedSampler`` has none: call
-            the DistributedSampler's ``set_epoch`` before each epoch.
+            the DistributedSampler's ``set_epoch`` before each epoch).
         threads: threads reading files, and batches decoded at once.
         prefetch: batches decoded ahead of the consumer.
         pin_memory: pin each batch after decoding, on the decoding thread;
             ``lane.pin_memory`` does it without the copy.
-        initial_epoch: the first epoch SamplerWrapper passes to set_epoch.
+        initial_epoch: the epoch of the first iteration.
 
     Returns:
-        A ``torchdata.nodes.Loader``: iterate it once per epoch. Breaking out
-        of the loop and leaving the script is safe: the exit waits for the
+        A :class:`LaneThreads`: iterate it once per epoch. Breaking out of
+        the loop and leaving the script is safe: the exit waits for the
         batches being decoded (at most one per thread) and starts no more.
+        ``state_dict()`` / ``load_state_dict()`` resume as
+        :func:`lane_dataloader`'s do.
 
     Raises:
         ImportError: torchdata is not installed.
-        ValueError: ``threads`` or ``prefetch`` is below 1.
+        ValueError: ``threads`` or ``prefetch`` is below 1, or
+            ``initial_epoch`` is negative.
 
     Example:
         >>> loader = lane_threads(BatchLane(folder, transform), sampler, threads=2)
@@ -149,20 +249,28 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
     for name, value in (("threads", threads), ("prefetch", prefetch)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"lane_threads: {name} must be an int >= 1, got {value!r}")
+    cursor = EpochCursor(lane, batch_sampler, initial_epoch, "lane_threads")
     nodes = _nodes()
+    _warn_if_drawing(lane, "lane_threads")
     pin = pin_memory and not lane.pin_memory
+
+    def load(request: BatchRequest) -> tuple[int, Any]:
+        return request.epoch, lane.load(request.indices)
+
+    def draw(loaded: tuple[int, Any]) -> Any:
+        return lane.draw(loaded[1], loaded[0])
 
     def decode(plan: Any) -> tuple[Any, Any]:
         images, labels = lane.decode(plan, num_threads=1)
         return (images.pin_memory() if pin else images), labels
 
-    batches = nodes.SamplerWrapper(GatedIterable(batch_sampler), initial_epoch=initial_epoch)
-    loaded = nodes.ParallelMapper(batches, gated(lane.load), num_workers=threads, method="thread",
+    batches = nodes.IterableWrapper(GatedIterable(Requests(batch_sampler, cursor)))
+    loaded = nodes.ParallelMapper(batches, gated(load), num_workers=threads, method="thread",
                                   in_order=True)
-    drawn = nodes.Mapper(loaded, gated(lane.draw))  # pulled by the next stage's one reader
+    drawn = nodes.Mapper(loaded, gated(draw))  # pulled by the next stage's one reader
     decoded = nodes.ParallelMapper(drawn, gated(decode), num_workers=threads, method="thread",
                                    in_order=True)
     ahead = nodes.Prefetcher(decoded, prefetch_factor=prefetch)
     loader = nodes.Loader(ahead)
     stop_at_exit(loader, [ahead, decoded, loaded])
-    return loader
+    return LaneThreads(loader, cursor)

@@ -16,3 +16,6 @@ class LaneSample:
     label: Any
     name: str
     error: Optional[Exception] = None  # why the file could not be read (on_error="substitute")
+    #: What the sample's random stream is keyed by: its dataset index, or for a tar member
+    #: "<shard file name>/<member key>" (a str); None for a source that gives none.
+    key: Any = None

@@ -37,10 +37,10 @@ class _FolderSource:
         targets = [target for _, target in entries]
         if self.folder.target_transform is not None:
             targets = [self.folder.target_transform(target) for target in targets]
-        return [LaneSample(None, target, path, image) if isinstance(image, JpegDecodeError)
-                else LaneSample(image, target, path)
-                for path, target, image in zip(paths, targets,
-                                               load_samples(paths, self.folder.options))]
+        return [LaneSample(None, target, path, image, key=index)
+                if isinstance(image, JpegDecodeError) else LaneSample(image, target, path, key=index)
+                for index, path, target, image in zip(indices, paths, targets,
+                                                      load_samples(paths, self.folder.options))]
 
 
 class HfRows:
@@ -91,9 +91,10 @@ class HfRows:
             path = value.get("path") if isinstance(value, dict) else None
             name = path or f"row {index}"
             try:
-                samples.append(LaneSample(hf_image(value, self.options, source=name), label, name))
+                samples.append(LaneSample(hf_image(value, self.options, source=name), label, name,
+                                          key=int(index)))
             except JpegDecodeError as error:
-                samples.append(LaneSample(None, label, name, error))
+                samples.append(LaneSample(None, label, name, error, key=int(index)))
         return samples
 
 
@@ -112,12 +113,16 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
     """webdataset samples (``__key__``, ``__url__`` and member bytes) as LaneSamples."""
     lane_samples = []
     for sample in samples:
-        name = f"{sample.get('__url__', '<tar>')}: member {sample['__key__']}.{image_key}"
+        url = sample.get('__url__', '<tar>')
+        name = f"{url}: member {sample['__key__']}.{image_key}"
+        # The shard's file name, not its path or URL: a copy of the shards elsewhere (another
+        # bucket, a local cache) keeps every sample's random stream.
+        key = f"{url.rsplit('/', 1)[-1]}/{sample['__key__']}"
         label = int(sample[label_key]) if label_key in sample else None
         try:
             # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
             image = hf_image(sample[image_key], options or DecodeOptions(), source=name)
-            lane_samples.append(LaneSample(image, label, name))
+            lane_samples.append(LaneSample(image, label, name, key=key))
         except JpegDecodeError as error:
-            lane_samples.append(LaneSample(None, label, name, error))
+            lane_samples.append(LaneSample(None, label, name, error, key=key))
     return lane_samples

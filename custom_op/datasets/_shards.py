@@ -113,9 +113,9 @@ class ShardLoader:
     """Exactly ``steps`` batches per epoch on every rank, from a repeating shard pipeline."""
 
     def __init__(self, loader: Any, steps: int, samples_per_rank: int,
-                 shuffles: Sequence[EpochShuffle]) -> None:
+                 shuffles: Sequence[EpochShuffle], lane: Optional[BatchLane] = None) -> None:
         self.loader, self.steps, self.samples_per_rank = loader, steps, samples_per_rank
-        self.shuffles = list(shuffles)
+        self.shuffles, self.lane = list(shuffles), lane
 
     def __len__(self) -> int:
         return self.steps
@@ -127,6 +127,10 @@ class ShardLoader:
         """A new shard and sample order for this epoch (the workers start after this)."""
         for shuffle in self.shuffles:
             shuffle.epoch, shuffle.passes = epoch, 0
+        if self.lane is not None:
+            # The workers start from copies of the lane made after this: their draws are
+            # this epoch's.
+            self.lane.set_epoch(epoch)
 
 
 class _KeyedBatch:
@@ -188,4 +192,4 @@ def shard_loader(shards: ShardSet, lane: BatchLane, *, batch_size: int, world_si
     ).repeat()
     loader = DataLoader(pipeline, batch_size=None, num_workers=num_workers, pin_memory=pin_memory)
     steps = max(1, len(shards) // (world_size * batch_size))
-    return ShardLoader(loader, steps, steps * batch_size, shuffles)
+    return ShardLoader(loader, steps, steps * batch_size, shuffles, lane)
