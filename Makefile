@@ -2,9 +2,10 @@
 #               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
-# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch), one
-#               abi3 module for every torch from 2.10, libjpeg-turbo 3.1 linked in
-#               statically, repaired by auditwheel (manylinux)
+# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
+#               for glibc 2.28, one abi3 module for every torch from 2.10,
+#               libjpeg-turbo 3.1 linked in statically with its licences in the
+#               dist-info, repaired by auditwheel (manylinux_2_28)
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
 PYTHON ?= python3
