@@ -2,9 +2,10 @@
 #               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
-# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch), one
-#               abi3 module for every torch from 2.10, libjpeg-turbo 3.1 linked in
-#               statically, repaired by auditwheel (manylinux)
+# make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
+#               for glibc 2.28, one abi3 module for every torch from 2.10,
+#               libjpeg-turbo 3.1 linked in statically with its licences in the
+#               dist-info, repaired by auditwheel (manylinux_2_28)
 # Override PYTHON (the interpreter that creates .venv) or TORCH_PINS if needed.
 
 PYTHON ?= python3
@@ -117,17 +118,59 @@ WHEEL_STAMP := $(WHEEL_VENV)/.ready
 TORCH213_VENV := .venv-torch213
 TORCH213 ?= $(or $(wildcard /opt/wheels/torch-2.13.0+cpu-cp*-manylinux*.whl),torch==2.13.0)
 # libjpeg-turbo 3.1.0, static and position-independent, built with SIMD: the
-# comma-deps-libjpeg wheel (the content is Python-independent; the wheel's
-# Requires-Python is not, hence --python-version), checked against its hash.
+# comma-deps-libjpeg wheel on PyPI (the content is Python-independent; the
+# wheel's Requires-Python is not, hence --python-version), checked against its
+# hash. It is the newest 3.1.x archive any registry we reach offers: PyPI has
+# no other static libjpeg-turbo (Pillow, torchvision, simplejpeg and
+# PyTurboJPEG ship shared libraries or link it into their own modules), and
+# Debian's libjpeg62-turbo-dev is 2.1.5. Trust: comma.ai builds it in the
+# open for openpilot, from libjpeg-turbo's 3.1.0 release; we check its hash,
+# and tests/test_wheel.py checks in the repaired wheel that the code is
+# libjpeg-turbo 3.1.0 with its SIMD routines linked in. The risk left: it is a
+# third party's build of a release that lacks the hardening fixes of 3.1.1 to
+# 3.1.4, and it ships no licence file (the notices come from Debian's
+# package, below).
 LIBJPEG_STATIC := build/libjpeg-turbo-static
 LIBJPEG_DIST := comma-deps-libjpeg==3.1.0.post92
-LIBJPEG_WHEEL := comma_deps_libjpeg-3.1.0.post92-py3-none-manylinux_2_28_x86_64.whl
-LIBJPEG_SHA256 := b47ff662cabd8a0c564fd12f64de451a8806990d80712193b6cd7c23fba2ce6f
+LIBJPEG_WHEEL := comma_deps_libjpeg-3.1.0.post92-py3-none-manylinux_2_28_$(ARCH).whl
+LIBJPEG_SHA256_x86_64 := b47ff662cabd8a0c564fd12f64de451a8806990d80712193b6cd7c23fba2ce6f
+LIBJPEG_SHA256 := $(LIBJPEG_SHA256_$(ARCH))
+# libjpeg-turbo's licences (IJG, Modified BSD, zlib for the SIMD code) must go
+# with every binary copy. The archive has none, so they are read from the
+# copyright file of Debian's libjpeg-turbo package (2.1.5: the same three
+# licences; jpeg-headers installs it) and written next to the archive, from
+# where setup.py puts them into the wheel's dist-info.
+LIBJPEG_COPYRIGHT ?= $(firstword $(wildcard /usr/share/doc/libjpeg62-turbo/copyright \
+	/usr/share/doc/libjpeg-turbo8/copyright))
+LIBJPEG_LICENSES := $(LIBJPEG_STATIC)/licenses/.done
+# The wheel's compiler: clang from PyPI's ziglang, linking against glibc
+# 2.28's symbol versions (packaging/zig-c++ says how), so that the wheel is
+# manylinux_2_28 like torch's own and installs where torch's does (RHEL 8,
+# Ubuntu 20.04), whatever glibc this machine has. A build-only dependency,
+# checked against its hash, installed into .venv-wheel alone. The C++ runtime
+# is this machine's libstdc++ (headers and library, from g++), dynamically
+# linked as torch's is.
+ZIGLANG_VERSION := 0.17.1
+ZIGLANG_WHEEL := ziglang-$(ZIGLANG_VERSION)-py3-none-manylinux_2_12_$(ARCH).manylinux2010_$(ARCH).musllinux_1_1_$(ARCH).whl
+ZIGLANG_SHA256_x86_64 := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54
+ZIGLANG_SHA256 := $(ZIGLANG_SHA256_$(ARCH))
+ZIGLANG_STAMP := $(WHEEL_VENV)/.ziglang-$(ZIGLANG_VERSION)
+WHEEL_GLIBC := 2.28
+WHEEL_CXX_HOST ?= g++
+# The host compiler's libstdc++ folders (their order matters: include_next).
+WHEEL_CXX_INCLUDES = $(shell $(WHEEL_CXX_HOST) -E -x c++ -v - </dev/null 2>&1 \
+	| sed -n 's|^ \(/[^ ]*c++[^ ]*\)$$|-I\1|p')
+WHEEL_CXX_LIBS = $(shell $(WHEEL_CXX_HOST) -print-file-name=libstdc++.so) \
+	$(shell $(WHEEL_CXX_HOST) -print-file-name=libgcc_s.so.1)
+ZIG_CXX := $(CURDIR)/packaging/zig-c++
+WHEEL_BUILD_ENV = ZIG_PYTHON=$(CURDIR)/$(WHEEL_PY) ZIG_TARGET=$(ARCH)-linux-gnu.$(WHEEL_GLIBC) \
+	ZIG_CXX_INCLUDES="$(WHEEL_CXX_INCLUDES)" ZIG_CXX_LIBS="$(WHEEL_CXX_LIBS)" \
+	CC=$(ZIG_CXX) CXX=$(ZIG_CXX) LDSHARED="$(ZIG_CXX) -shared"
 # torch's own libraries: the installed torch brings them; a copy in the wheel
 # would be a second, mismatched torch.
 AUDITWHEEL_EXCLUDES := --exclude 'libtorch*.so' --exclude 'libc10*.so' --exclude 'libshm.so' \
 	--exclude 'libgomp*.so*'
-WHEEL_SOURCES := $(shell git ls-files custom_op setup.py pyproject.toml 2>/dev/null)
+WHEEL_SOURCES := $(shell git ls-files custom_op packaging setup.py pyproject.toml 2>/dev/null)
 
 $(WHEEL_STAMP):
 	@test -d "$(WHEEL_TORCH_SITE)/torch" || { echo "make wheel builds against .venv's torch" \
@@ -152,6 +195,7 @@ wheel-test-venv: $(TORCH213_VENV)/.done
 libjpeg-static: $(LIBJPEG_STATIC)/lib/libjpeg.a
 
 $(LIBJPEG_STATIC)/lib/libjpeg.a: | $(WHEEL_STAMP)
+	@test -n "$(LIBJPEG_SHA256)" || { echo "no comma-deps-libjpeg hash for $(ARCH) in the Makefile"; exit 1; }
 	rm -rf build/libjpeg-download $(LIBJPEG_STATIC)
 	$(WHEEL_PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
 		--platform manylinux_2_28_$(ARCH) -d build/libjpeg-download $(LIBJPEG_DIST)
@@ -162,15 +206,35 @@ $(LIBJPEG_STATIC)/lib/libjpeg.a: | $(WHEEL_STAMP)
 		build/libjpeg-download/x/*.data/purelib/libjpeg/install/lib $(LIBJPEG_STATIC)/
 	rm -rf build/libjpeg-download
 
+$(LIBJPEG_LICENSES): packaging/libjpeg_licenses.py $(LIBJPEG_STATIC)/lib/libjpeg.a | jpeg-headers
+	@test -f "$(LIBJPEG_COPYRIGHT)" || { echo "libjpeg-turbo's copyright file is missing:" \
+		"apt-get install libjpeg62-turbo, or set LIBJPEG_COPYRIGHT"; exit 1; }
+	rm -rf $(LIBJPEG_STATIC)/licenses
+	$(WHEEL_PY) packaging/libjpeg_licenses.py "$(LIBJPEG_COPYRIGHT)" $(LIBJPEG_STATIC)/licenses
+	touch $@
+
+$(ZIGLANG_STAMP): | $(WHEEL_STAMP)
+	@test -n "$(ZIGLANG_SHA256)" || { echo "no ziglang hash for $(ARCH) in the Makefile"; exit 1; }
+	rm -rf build/ziglang-download
+	$(WHEEL_PY) -m pip download -q --no-deps --only-binary=:all: -d build/ziglang-download \
+		ziglang==$(ZIGLANG_VERSION)
+	echo "$(ZIGLANG_SHA256)  build/ziglang-download/$(ZIGLANG_WHEEL)" | sha256sum -c --quiet
+	$(WHEEL_PY) -m pip install -q --no-deps --no-index build/ziglang-download/$(ZIGLANG_WHEEL)
+	rm -rf build/ziglang-download
+	touch $@
+
 wheel: dist/.wheel-stamp
 
 # setuptools builds in ./build: its old lib and temp folders would bring an
-# older key's module into the wheel.
-dist/.wheel-stamp: $(WHEEL_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a $(WHEEL_SOURCES)
+# older key's module into the wheel. --plat: the module would pass an older
+# policy, but torch, which it needs, is manylinux_2_28 itself.
+dist/.wheel-stamp: $(WHEEL_STAMP) $(ZIGLANG_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a $(LIBJPEG_LICENSES) \
+		$(WHEEL_SOURCES)
 	rm -rf build/lib.* build/temp.* build/bdist.* build/wheel-raw dist/custom_op-*.whl
-	CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) $(WHEEL_PY) -m pip wheel -q \
+	$(WHEEL_BUILD_ENV) CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) $(WHEEL_PY) -m pip wheel -q \
 		--no-build-isolation --no-deps -w build/wheel-raw .
-	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_PY) -m auditwheel repair $(AUDITWHEEL_EXCLUDES) -w dist build/wheel-raw/custom_op-*.whl
+	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_PY) -m auditwheel repair $(AUDITWHEEL_EXCLUDES) \
+		--only-plat --plat manylinux_$(subst .,_,$(WHEEL_GLIBC))_$(ARCH) -w dist build/wheel-raw/custom_op-*.whl
 	touch $@
 
 # Fuzzing and sanitizers, and the local SageMaker runs.

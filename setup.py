@@ -127,7 +127,49 @@ def _native_build() -> dict:
                              py_limited_api=True)
     # One module for every CPython from torch's floor (3.10) on: the wheel is tagged so.
     return {"ext_modules": [extension], "cmdclass": {"build_ext": BuildExtensionUnlessEditable},
-            "options": {"bdist_wheel": {"py_limited_api": "cp310"}}}
+            "options": {"bdist_wheel": {"py_limited_api": "cp310"}},
+            "distclass": _with_licence_files(_bundled_licences(config))}
+
+
+def _with_licence_files(extra: list[str]) -> type:
+    """A setuptools Distribution whose licence files include ``extra``.
+
+    pyproject.toml's (default) licence files replace a ``license_files``
+    argument of setup(), so the extra ones are added after the configuration
+    files are read.
+    """
+    from setuptools.dist import Distribution
+
+    class WithLicenceFiles(Distribution):
+        def parse_config_files(self, *args, **kwargs) -> None:
+            super().parse_config_files(*args, **kwargs)
+            listed = list(self.metadata.license_files or [])
+            self.metadata.license_files = listed + [f for f in extra if f not in listed]
+
+    return WithLicenceFiles
+
+
+def _bundled_licences(config) -> list[str]:
+    """The licence files of a statically linked libjpeg-turbo, relative to this folder.
+
+    A module that carries libjpeg-turbo's code must carry its notices too:
+    ``make wheel`` writes them into the archive's ``licenses/`` folder
+    (packaging/libjpeg_licenses.py), and they go into the wheel's dist-info
+    beside our own LICENSE. A build without them is refused rather than
+    shipped without.
+    """
+    try:
+        static = config.static_jpeg_prefix()
+    except config.JpegPrefixError:
+        return []  # run() reports it
+    if static is None:
+        return []
+    found = sorted((static / "licenses").glob("*.txt"))
+    if not found:
+        _fail(f"{static}/licenses holds no licence file of the libjpeg-turbo linked in; "
+              "make libjpeg-static writes them (packaging/libjpeg_licenses.py)")
+    here = Path(__file__).resolve().parent
+    return [os.path.relpath(path, here) for path in found]
 
 
 setup(**_native_build())

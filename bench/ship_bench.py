@@ -32,7 +32,9 @@ Run from the repository root:
    so that drifts between processes cancel.
 2. The wheel (dist/custom_op-*.whl): its size; installed into a fresh venv
    that borrows this environment's torch, the import time of custom_op (after
-   torch's) and the first decode (nothing compiled); against the first decode
+   torch's) and the first decode (nothing compiled); its full decode against
+   torchvision's decode_jpeg, one thread (both are libjpeg-turbo with SIMD, so
+   a ratio well under 1 says the wheel's SIMD code does not run); against the first decode
    of a cold source checkout, i.e. a JIT build into an empty
    CUSTOM_OP_BUILD_DIR (bench/ship_wheel.py). Measured once per run.
 """
@@ -227,7 +229,10 @@ def _install_lines(install: dict[str, Any]) -> list[str]:
         lines.append(f"Wheel {wheel['file']}: {wheel['size_bytes'] / 1e6:.2f} MB; fresh venv install "
                      f"{wheel['install_s']:.1f} s; import custom_op {wheel['import_s'] * 1e3:.0f} ms (after "
                      f"torch {wheel['torch_import_s']:.2f} s); first decode {wheel['first_decode_s'] * 1e3:.0f} ms "
-                     f"(libjpeg-turbo {wheel['libjpeg']}, compiled: {'YES' if wheel['compiled'] else 'no'})")
+                     f"(libjpeg-turbo {wheel['libjpeg']}, compiled: {'YES' if wheel['compiled'] else 'no'}); "
+                     f"full decode {wheel['full_decode_ms']:.2f} ms, {wheel['full_decode_vs_torchvision']:.2f}x "
+                     f"torchvision's {wheel['torchvision_full_decode_ms']:.2f} ms (both libjpeg-turbo with SIMD; "
+                     "well under 1x: the wheel's SIMD code is not running)")
     cold = install.get("cold_checkout")
     if cold is None:
         lines.append("Cold source checkout: skipped (--ship-no-cold)")

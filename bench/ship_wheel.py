@@ -37,10 +37,35 @@ import custom_op
 imported = time.perf_counter()
 custom_op.decode_and_crop_jpeg(open(sys.argv[1], "rb").read(), 0, 0, 64, 64)
 decoded = time.perf_counter()
+# The wheel's full decode against torchvision's (libjpeg-turbo 3.1 with SIMD too), one
+# thread, the calls alternating, medians: well under 1 means the wheel's SIMD code is not
+# running (the portable C path is several times slower).
+import statistics, torchvision.io
+torch.set_num_threads(1)
+data = open(sys.argv[1], "rb").read()
+tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+height, width, _ = custom_op.jpeg_size(data)
+ours, theirs = [], []
+for _ in range(3):
+    custom_op.decode_and_crop_jpeg(tensor, 0, 0, height, width)
+    torchvision.io.decode_jpeg(tensor)
+for _ in range(int(sys.argv[2])):
+    start = time.perf_counter_ns()
+    custom_op.decode_and_crop_jpeg(tensor, 0, 0, height, width)
+    middle = time.perf_counter_ns()
+    torchvision.io.decode_jpeg(tensor)
+    ours.append(middle - start)
+    theirs.append(time.perf_counter_ns() - middle)
 print(json.dumps({"torch_import_s": torch_done - started, "import_s": imported - torch_done,
                   "first_decode_s": decoded - imported, "libjpeg": custom_op.libjpeg_version(),
-                  "module": sys.modules["custom_op._C"].__file__}))
+                  "module": sys.modules["custom_op._C"].__file__,
+                  "full_decode_ms": statistics.median(ours) / 1e6,
+                  "torchvision_full_decode_ms": statistics.median(theirs) / 1e6,
+                  "full_decode_vs_torchvision": statistics.median(theirs) / statistics.median(ours)}))
 '''
+
+#: Timed full decodes per decoder in the wheel's speed check.
+SPEED_CALLS = 25
 
 
 def find_wheel(make: bool) -> tuple[Path | None, str]:
@@ -77,8 +102,8 @@ def _link_farm(farm: Path) -> Path:
 
 def _probe(python: str, jpeg: Path, env: dict[str, str], cwd: Path) -> dict[str, Any]:
     started = time.perf_counter()
-    done = subprocess.run([python, "-c", PROBE, str(jpeg)], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([python, "-c", PROBE, str(jpeg), str(SPEED_CALLS)], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"probe failed ({python}): {done.stderr.strip()[-1500:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])

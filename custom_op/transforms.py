@@ -46,7 +46,12 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_unflatten
-from torchvision import tv_tensors
+
+from ._core._extras import require
+
+require("torchvision", "custom_op.transforms")
+
+from torchvision import tv_tensors  # noqa: E402 (after the check that names the extra)
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 

@@ -129,3 +129,12 @@ def test_ship_children_name_their_build_and_only_the_static_one_the_archive(monk
     assert "CUSTOM_OP_JPEG_STATIC" not in system
     assert static["CUSTOM_OP_JPEG_STATIC"] == str(ship_bench.STATIC_ARCHIVE)
     assert system["CUSTOM_OP_BUILD_DIR"] != static["CUSTOM_OP_BUILD_DIR"]
+
+
+def test_ship_table_gives_the_wheels_full_decode_against_torchvisions():
+    wheel = {"file": "w.whl", "size_bytes": 650_000, "install_s": 7.0, "import_s": 0.05,
+             "torch_import_s": 1.5, "first_decode_s": 0.002, "libjpeg": "3.1.0", "compiled": False,
+             "full_decode_ms": 10.0, "torchvision_full_decode_ms": 9.0,
+             "full_decode_vs_torchvision": 0.9}
+    lines = ship_bench._install_lines({"wheel": wheel, "cold_checkout": None})
+    assert "full decode 10.00 ms, 0.90x torchvision's 9.00 ms" in lines[0]

@@ -1,4 +1,7 @@
-"""The wheel `make wheel` builds, installed where there is no compiler (issue 23, item 3).
+"""The wheel `make wheel` builds, installed where there is no compiler (issue 23, item 3), and
+what it ships (issue 32): libjpeg-turbo's licences, manylinux_2_28 (glibc 2.28 at most), no path
+of the build machine, libjpeg-turbo 3.1 with its SIMD code, and dependencies that leave the
+installed torch alone.
 
 One wheel, built once per session (against this environment's torch 2.14.1,
 on torch's stable ABI, libjpeg-turbo 3.1 linked in), goes into two fresh venvs
@@ -33,6 +36,8 @@ from __future__ import annotations
 
 import json
 import os
+import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -138,11 +143,22 @@ class WheelVenv:
         """Puts another environment's packages (another torch) under the installed wheel."""
         (self.site / "_torch.pth").write_text(f"{packages}\n")
 
-    def install(self, wheel: Path, *options: str) -> subprocess.CompletedProcess:
-        # This environment's pip acting on the venv; nothing downloaded.
+    def install(self, wheel: Path | str, *options: str) -> subprocess.CompletedProcess:
+        # This environment's pip acting on the venv; nothing downloaded. Without --no-deps,
+        # pip resolves the wheel's dependencies against what the venv has: any that the venv
+        # does not satisfy would have to be downloaded, which --no-index turns into a failure.
         return subprocess.run([sys.executable, "-m", "pip", "--python", str(self.python),
                                "install", "--no-index", *options, str(wheel)],
                               env=self.env, capture_output=True, text=True, timeout=600)
+
+    def run(self, code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(self.python), "-c", code], env=self.env, cwd=self.site.parent,
+                              capture_output=True, text=True, timeout=600)
+
+    def torch_version(self) -> str:
+        done = self.run("import torch; print(torch.__version__)")
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
 
     def check(self, jpeg: Path, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
         done = subprocess.run([str(self.python), "-c", CHECK, str(jpeg), *flags], env=self.env,
@@ -238,21 +254,32 @@ NOT_STABLE = ("the wheel's module is not on torch's stable ABI (ship-abi's bindi
               "only on the torch it was built against, and fails cleanly on another")
 
 
+def _install_as_a_user(venv: WheelVenv, requirement: str) -> None:
+    """``pip install`` with dependencies, after a dry run whose report must list the wheel alone."""
+    torch_before = venv.torch_version()
+    report = venv.site.parent / "pip-report.json"
+    planned = venv.install(requirement, "--dry-run", "--report", str(report))
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    names = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    assert names == ["custom-op"], names
+    installed = venv.install(requirement)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert venv.torch_version() == torch_before
+
+
 @pytest.fixture(scope="session")
 def venv_213(tmp_path_factory, wheel, farms) -> WheelVenv:
+    """torch 2.13.0+cpu and no torchvision: the wheel installs with its dependencies resolved."""
     venv = _venv(tmp_path_factory, "venv213", farms["2.13"])
-    # --no-deps: no torchvision is installable for torch 2.13.0+cpu here.
-    installed = venv.install(wheel, "--no-deps")
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    _install_as_a_user(venv, str(wheel))
     return venv
 
 
 @pytest.fixture(scope="session")
 def venv_214(tmp_path_factory, wheel, farms) -> WheelVenv:
+    """torch 2.14.1 and torchvision 0.29.1: the wheel with its torchvision extra."""
     venv = _venv(tmp_path_factory, "venv214", farms["2.14"])
-    # With its dependencies checked: this environment satisfies every one.
-    installed = venv.install(wheel)
-    assert installed.returncode == 0, installed.stdout + installed.stderr
+    _install_as_a_user(venv, f"custom_op[torchvision] @ {wheel.as_uri()}")
     return venv
 
 
@@ -280,6 +307,84 @@ def test_the_wheel_works_on_torch_213_without_torchvision_or_compiler(venv_213, 
     done, result = venv_213.check(jpeg)
     _assert_works(done, result, venv_213, jpeg, "2.13.0")
     assert result["torchvision"] is False
+
+
+@pytest.mark.parametrize("code", [
+    "import custom_op; custom_op.EncodedJpeg",
+    "from custom_op.datasets import JpegFolder",
+    "import custom_op.transforms",
+], ids=["EncodedJpeg", "JpegFolder", "transforms"])
+def test_the_integrations_without_torchvision_name_the_extra(venv_213, code):
+    done = venv_213.run(code)
+    assert done.returncode == 1
+    assert "ImportError: " in done.stderr, done.stderr[-2000:]
+    assert "pip install 'custom_op[torchvision]'" in done.stderr, done.stderr[-2000:]
+
+
+#: Each licence of libjpeg-turbo (its LICENSE.md) and a sentence of its text.
+LIBJPEG_LICENCES = {
+    "libjpeg-turbo-LICENSE-IJG.txt": "this software is based in part on the work of",
+    "libjpeg-turbo-LICENSE-BSD-3-Clause.txt": "Redistributions in binary form must reproduce",
+    "libjpeg-turbo-LICENSE-Zlib.txt": "This notice may not be removed or altered",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBJPEG_LICENCES))
+def test_the_wheel_carries_libjpeg_turbos_licences(wheel, name):
+    with zipfile.ZipFile(wheel) as archive:
+        dist_info = next(n.split("/")[0] for n in archive.namelist()
+                         if n.split("/")[0].endswith(".dist-info"))
+        text = archive.read(f"{dist_info}/{name}").decode()
+        metadata = archive.read(f"{dist_info}/METADATA").decode()
+        assert f"{dist_info}/LICENSE" in archive.namelist()
+    assert LIBJPEG_LICENCES[name] in " ".join(text.split())
+    assert "Copyright" in text or "copyright" in text
+    assert any(line.startswith("License-File: ") and line.endswith(name)
+               for line in metadata.splitlines())
+
+
+@pytest.fixture(scope="session")
+def module(wheel, manifest, tmp_path_factory) -> Path:
+    """The repaired wheel's native module, unpacked."""
+    root = tmp_path_factory.mktemp("unpacked")
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(root)
+    return root / "custom_op" / "_prebuilt" / manifest["module"]
+
+
+def _versions(text: str, prefix: str) -> list[tuple[int, ...]]:
+    return sorted({tuple(int(part) for part in found.split("."))
+                   for found in re.findall(rf"\b{prefix}_([0-9]+(?:\.[0-9]+)*)\b", text)})
+
+
+def test_the_wheel_is_manylinux_2_28_and_needs_glibc_228_at_most(wheel, module):
+    assert wheel.name.endswith(f"-cp310-abi3-manylinux_2_28_{platform.machine()}.whl"), wheel.name
+    dynamic = subprocess.run(["objdump", "-T", str(module)], capture_output=True, text=True,
+                             check=True).stdout
+    glibc = _versions(dynamic, "GLIBC")
+    assert glibc and max(glibc) <= (2, 28), max(glibc)
+    # The C++ runtime of GCC 8 (RHEL 8's) or older: torch's wheels bring their own needs.
+    assert max(_versions(dynamic, "GLIBCXX")) <= (3, 4, 25)
+
+
+def test_the_wheel_holds_no_path_of_the_build_machine(module):
+    dynamic = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True,
+                             check=True).stdout
+    paths = [line.split("[", 1)[1].rstrip("]") for line in dynamic.splitlines()
+             if "(RUNPATH)" in line or "(RPATH)" in line]
+    assert all(entry.startswith("$ORIGIN") for path in paths for entry in path.split(":")), paths
+
+
+def test_the_bundled_code_is_libjpeg_turbo_31_with_simd(module):
+    data = module.read_bytes()
+    assert re.search(rb"libjpeg-turbo version 3\.1\.[0-9]+", data)
+    symbols = subprocess.run(["nm", str(module)], capture_output=True, text=True,
+                             check=True).stdout.split()
+    # The SIMD dispatch and its kernels (AVX2 on x86-64, Neon on Arm): libjpeg-turbo built
+    # with SIMD. Whether they run is for bench/ship_bench.py to show (a decode's speed).
+    simd = [name for name in symbols if name.startswith("jsimd_")]
+    kernels = "_avx2" if platform.machine() == "x86_64" else "_neon"
+    assert "jsimd_can_idct_islow" in simd and any(kernels in name for name in simd), simd[:20]
 
 
 def test_the_wheel_works_on_torch_214_with_torchvision(venv_214, jpeg, manifest):

@@ -8,7 +8,11 @@ DataLoader worker (pickle imports custom_op._torchvision._encoded_jpeg), registe
 Neither _encoded_jpeg nor _tv_kernels imports the other at run time.
 """
 
-from ._decode_options import DecodeOptions
+from .._core._extras import require
+
+require("torchvision", "custom_op.EncodedJpeg (and custom_op.transforms, custom_op.datasets)")
+
+from ._decode_options import DecodeOptions  # noqa: E402 (after the check that names the extra)
 from ._encoded_jpeg import EncodedJpeg
 from . import _tv_kernels
 

@@ -22,7 +22,11 @@
   :class:`ShardLoader`) (docs/batch_lane.md).
 """
 
-from ._batch_lane import BatchLane
+from .._core._extras import require
+
+require("torchvision", "custom_op.datasets")
+
+from ._batch_lane import BatchLane  # noqa: E402 (after the check that names the extra)
 from ._coco import CocoJpegDetection
 from ._folder import IMG_EXTENSIONS, ON_ERROR_POLICIES, JpegFolder
 from ._huggingface import HfImageTransform, hf_image

@@ -53,7 +53,11 @@ passed between them). The one-file functions
 themselves are in custom_op/_restart_markers.py.
 """
 
-from .atomic import PRIVATE_FOLDER
+from .._core._extras import require
+
+require("prepare", "custom_op.prepare")
+
+from .atomic import PRIVATE_FOLDER  # noqa: E402 (after the check that names the extra)
 from .cli import main
 from .items import EMPTY_FILE, NOT_A_JPEG
 from .summary import Summary
