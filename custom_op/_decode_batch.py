@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ._core import _deferred_errors
 from ._core import _native as _C
 from . import _orientation
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,
@@ -95,6 +96,16 @@ def decode_and_crop_jpeg_batch(
         >>> images.shape, [type(failure).__name__ for failure in failures]
         (torch.Size([2, 3, 32, 32]), ['NoneType', 'JpegDecodeError'])
     """
+    arguments = (datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans,
+                 seek, contiguous, max_memory, out, apply_exif_orientation, hflips, errors)
+    if torch.compiler.is_compiling():  # argument errors raised when the graph runs
+        return _deferred_errors.checked_in_graph(lambda: _batch(*arguments), (1, 3, 1, 1))
+    return _batch(*arguments)
+
+
+def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans, seek,
+           contiguous, max_memory, out, apply_exif_orientation, hflips, errors):
+    """decode_and_crop_jpeg_batch, its arguments checked here."""
     name = "decode_and_crop_jpeg_batch"
     if isinstance(datas, (bytes, bytearray, torch.Tensor)):
         raise TypeError(f"{name}(): datas must be a sequence of encoded files, got one "

@@ -127,6 +127,8 @@ CASES = {
     "_prepare_jpeg": {name: (lambda f, n=name: (f[n], *LIMITS, 64, MEMORY))
                       for name in ("rgb", "baseline")},
     "_intra_op_threads_in_batch": {f"threads{n}": (lambda f, n=n: (n,)) for n in (1, 2)},
+    # Raises when given an error type (tests/test_compile.py); without one, zeros of the shape.
+    "_argument_error": {"no-error": lambda f: ("", "", [2, 3])},
 }
 
 

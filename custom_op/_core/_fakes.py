@@ -7,7 +7,8 @@ so that each passes ``torch.library.opcheck`` and traces under torch.compile: th
 header reads, the box and grid decodes, prepare and the thread probe. Each fake checks,
 without the data, what its kernel checks without the data, with the same error types and
 messages, through ``torch._check_*``, which keeps symbolic sizes symbolic (a guard on a range,
-never on a value). What only the data decides is an unbacked size in the graph: a header's
+never on a value); while torch.compile traces, they leave the checks to the kernels, which
+raise when the graph runs (see _check_value). What only the data decides is an unbacked size in the graph: a header's
 numbers, the channel count of "unchanged", prepare's length, the batch's failure texts.
 
 torch registers a fake kernel as a Meta kernel of an operator that must exist already, so
@@ -30,10 +31,31 @@ _MAX_SIDE = 65535
 _RGB, _GRAY = 0, 1
 
 
+def _traced() -> bool:
+    """Whether torch.compile is tracing (Dynamo, and the AOT dispatch of its graph)."""
+    from torch._guards import TracingContext
+
+    return TracingContext.try_get() is not None
+
+
+def _check_value(condition, message) -> None:
+    """torch._check_value, except while torch.compile traces: an error raised there reaches
+    the caller as Dynamo's TorchRuntimeError, not as itself. The kernel makes the same check
+    when the graph runs and raises the eager type and message then."""
+    if not _traced():
+        torch._check_value(condition, message)
+
+
+def _check_type(condition, message) -> None:
+    """torch._check_type, except while torch.compile traces (see _check_value)."""
+    if not _traced():
+        torch._check_type(condition, message)
+
+
 def check_data(function: str, data: torch.Tensor) -> None:
     """What the kernels check of the encoded bytes (binding/stable_tensors.h, span_of_tensor)."""
-    torch._check_type(data.dtype == torch.uint8, lambda: f"{function}(): data must be a uint8 tensor")
-    torch._check_value(data.dim() == 1 and data.device.type == "cpu" and data.is_contiguous(),
+    _check_type(data.dtype == torch.uint8, lambda: f"{function}(): data must be a uint8 tensor")
+    _check_value(data.dim() == 1 and data.device.type == "cpu" and data.is_contiguous(),
                        lambda: f"{function}(): data must be a 1-D contiguous CPU tensor")
 
 
@@ -48,26 +70,26 @@ def check_window(function: str, crop_y, crop_x, crop_height, crop_width) -> None
                 f"crop_height={crop_height}, crop_width={crop_width}) does not fit in the image")
 
     for value, minimum in ((crop_y, 0), (crop_x, 0), (crop_height, 1), (crop_width, 1)):
-        torch._check_value(value >= minimum, message)
+        _check_value(value >= minimum, message)
 
 
 def check_common(mode: int, max_pixels: int, max_scans: int, max_memory: int) -> None:
-    torch._check_value(0 <= mode <= 2, lambda: (f"mode must be 0 (rgb), 1 (gray) or "
+    _check_value(0 <= mode <= 2, lambda: (f"mode must be 0 (rgb), 1 (gray) or "
                                                 f"2 (unchanged), got {mode}"))
-    torch._check_value(max_pixels >= 1 and max_scans >= 1 and max_memory >= 1,
+    _check_value(max_pixels >= 1 and max_scans >= 1 and max_memory >= 1,
                        lambda: "max_pixels, max_scans and max_memory must be positive")
 
 
 def check_resize(out_height, out_width, scale_num: int) -> None:
     """What the kernels check of a resize (decode_and_crop_jpeg.cpp, make_resize)."""
-    torch._check_value(0 <= scale_num <= 8, lambda: (
+    _check_value(0 <= scale_num <= 8, lambda: (
         f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
         f"scale_num={scale_num} and {out_height} x {out_width}"))
     for side in (out_height, out_width):
-        torch._check_value(side >= 1, lambda: (
+        _check_value(side >= 1, lambda: (
             f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
             f"scale_num={scale_num} and {out_height} x {out_width}"))
-        torch._check_value(side <= 65535, lambda: (
+        _check_value(side <= 65535, lambda: (
             f"scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got "
             f"scale_num={scale_num} and {out_height} x {out_width}"))
 
@@ -80,6 +102,10 @@ def empty_output(data: torch.Tensor, mode: int, height, width, contiguous: bool)
         channels = 1
     else:  # "unchanged": the file's channel count, known only after reading its header
         channels = torch.library.get_ctx().new_dynamic_size(min=1, max=4)
+    # While torch.compile traces, a bad side is left to the kernel (see _check_value): the
+    # placeholder must still be a valid size.
+    height, width = (side if isinstance(side, torch.SymInt) else max(side, 0)
+                     for side in (height, width))
     if contiguous:
         return data.new_empty((channels, height, width))
     return data.new_empty((height, width, channels)).permute(2, 0, 1)
@@ -116,7 +142,7 @@ def _box_resized_fake(data, crop_y, crop_x, crop_height, crop_width, box, out_he
     check_data(function, data)
     check_window(function, crop_y, crop_x, crop_height, crop_width)
     check_resize(out_height, out_width, scale_num)
-    torch._check_value(len(box) == 4 and scale_num != 8,
+    _check_value(len(box) == 4 and scale_num != 8,
                        lambda: "box must hold 4 numbers and scale_num be below 8")
     check_common(mode, max_pixels, max_scans, max_memory)
     return empty_output(data, mode, out_height, out_width, contiguous)
@@ -136,7 +162,7 @@ def _check_batch(datas, boxes, scale_nums, out_height, out_width, mode, antialia
     """What run_batch (binding/batch.h) checks before it decodes anything."""
     count = len(datas)
     resize = out_height > 0
-    torch._check_value(len(boxes) == 4 * count and (not resize or len(scale_nums) == count)
+    _check_value(len(boxes) == 4 * count and (not resize or len(scale_nums) == count)
                        and (not hflips or len(hflips) == count), lambda: _LENGTHS)
     for index, data in enumerate(datas):
         check_data(_BATCH, data)
@@ -170,7 +196,7 @@ def _batch_into_fake(datas, boxes, scale_nums, out_height, out_width, mode, anti
     _check_batch(datas, boxes, scale_nums, out_height, out_width, mode, antialias, max_pixels,
                  max_scans, max_memory, hflips)
     memory_format = torch.contiguous_format if contiguous else torch.channels_last
-    torch._check_value(
+    _check_value(
         out.dtype == torch.uint8 and out.device.type == "cpu" and out.dim() == 4
         and out.shape[0] == len(datas) and out_height >= 1 and out.shape[2] == out_height
         and out.shape[3] == out_width and out.is_contiguous(memory_format=memory_format),
@@ -197,7 +223,7 @@ def _restart_geometry_fake(data) -> list:
 
 def _prepare_fake(data, max_pixels, max_scans, segment_width, max_memory):
     check_data("prepare_jpeg", data)
-    torch._check_value(segment_width >= 1,
+    _check_value(segment_width >= 1,
                        lambda: f"segment_width must be positive, got {segment_width}")
     check_common(0, max_pixels, max_scans, max_memory)
     return data.new_empty((_dynamic(),)), _dynamic(0, _MAX_SIDE * _MAX_SIDE), _dynamic(0, 1)
