@@ -148,3 +148,38 @@ def test_every_registered_operator_has_cases() -> None:
 def test_opcheck(files, name: str, case: str) -> None:
     operator = getattr(getattr(torch.ops, OPERATOR_NAMESPACE), name).default
     torch.library.opcheck(operator, CASES[name][case](files))
+
+
+def _ns():
+    return getattr(torch.ops, OPERATOR_NAMESPACE)
+
+
+#: Operators whose results a graph can use, each in a function torch.compile traces whole: the
+#: batch both ways (its outcomes come out of the graph as tensors), the box and grid decodes,
+#: and the header read whose sizes are unbacked in the graph. Not prepare (bytes for a file),
+#: the thread probe (a test's) or _argument_error (raised by the public functions' graphs).
+COMPILED = {
+    "_decode_batch": lambda f: _ns()._decode_batch.default(
+        *_batch(f, ["rgb", "truncated"], _WINDOWS, (16, 12), RGB, False, [1, 0])),
+    "_decode_batch_into": lambda f: _ns()._decode_batch_into.default(
+        *_batch_into(f, ["rgb", "gray"], _WINDOWS, (16, 12), GRAY, True)),
+    "_decode_box_resized": lambda f: _ns()._decode_box_resized.default(
+        *CASES["_decode_box_resized"]["rgb-hwc"](f)).float().mean(),
+    "_decode_grid_crop": lambda f: _ns()._decode_grid_crop.default(
+        *CASES["_decode_grid_crop"]["unchanged-chw"](f)).float().mean(),
+    "_jpeg_size": lambda f: torch.stack([f["rgb"][:1] * 0 + side
+                                         for side in _ns()._jpeg_size.default(f["rgb"])]),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPILED))
+def test_operator_compiles_with_fullgraph(files, name: str) -> None:
+    def traced(data: torch.Tensor):
+        return COMPILED[name]({**files, "rgb": data})
+
+    torch._dynamo.reset()
+    compiled = torch.compile(traced, fullgraph=True, backend="aot_eager")
+    got, expected = compiled(files["rgb"]), traced(files["rgb"])
+    assert len(torch.utils._pytree.tree_leaves(got)) == len(torch.utils._pytree.tree_leaves(expected))
+    assert all(torch.equal(a, b) for a, b in zip(torch.utils._pytree.tree_leaves(got),
+                                                 torch.utils._pytree.tree_leaves(expected)))
