@@ -14,10 +14,11 @@ RuntimeError, and a kernel of ours on the call path is the one place where
 ``torch.ops`` calls and compiled graphs (whose generated code calls the
 operator) both pass. docs/design.md ("The binding") gives the cost.
 
-The fake kernels give torch.compile the output's shape, dtype and strides
-without reading the data, and check what the real kernels check, with the
-same error types and messages, through ``torch._check_*``, which keeps
-symbolic sizes symbolic (a guard on a range, never on a value): random
+The fake kernels are those of the extension's operators they call
+(custom_op/_core/_fakes.py): they give torch.compile the output's shape, dtype
+and strides without reading the data, and check what the real kernels check,
+with the same error types and messages, through ``torch._check_*``, which
+keeps symbolic sizes symbolic (a guard on a range, never on a value): random
 windows share one graph. The output's size is the window's (or the resize's)
 and so is known to the caller; only its channel count may depend on the data:
 3 for "rgb", 1 for "gray", and for "unchanged" the file's own count (1, 3 or
