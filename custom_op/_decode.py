@@ -7,7 +7,7 @@ from typing import Tuple, Union
 import torch
 
 from ._core import _native as _C
-from ._core import _ops
+from ._core import _deferred_errors, _ops
 from . import _orientation
 from ._arguments import (JpegData, _as_encoded, _as_limit, _as_size, _as_window, _check_flags,
                          _normalize_mode)
@@ -52,6 +52,14 @@ def jpeg_size(data: JpegData, *, apply_exif_orientation: bool = False) -> tuple[
     Example:
         >>> height, width, _ = custom_op.jpeg_size(open("cat.jpg", "rb").read())
     """
+    if torch.compiler.is_compiling():
+        result = _deferred_errors.checked_in_graph(
+            lambda: _jpeg_size(data, apply_exif_orientation), (1, 1, 3))
+        return tuple(result.shape) if isinstance(result, torch.Tensor) else result
+    return _jpeg_size(data, apply_exif_orientation)
+
+
+def _jpeg_size(data: JpegData, apply_exif_orientation: bool) -> tuple[int, int, int]:
     encoded = _as_encoded(data, "jpeg_size")
     _check_flags("jpeg_size", apply_exif_orientation=apply_exif_orientation)
     height, width, channels = _C.jpeg_size(encoded)
@@ -170,6 +178,17 @@ def decode_and_crop_jpeg(
         >>> crop.shape
         torch.Size([3, 256, 256])
     """
+    arguments = (data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
+                 max_scans, seek, contiguous, max_memory, apply_exif_orientation)
+    if torch.compiler.is_compiling():  # argument errors raised when the graph runs
+        return _deferred_errors.checked_in_graph(lambda: _crop(*arguments), (3, 1, 1))
+    return _crop(*arguments)
+
+
+def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
+          mode: str, strict: bool, max_pixels: int, max_scans: int, seek: bool,
+          contiguous: bool, max_memory: int, apply_exif_orientation: bool) -> torch.Tensor:
+    """decode_and_crop_jpeg, its arguments checked here."""
     name = "decode_and_crop_jpeg"
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
@@ -287,6 +306,18 @@ def decode_and_resized_crop_jpeg(
         >>> crop.shape
         torch.Size([3, 224, 224])
     """
+    arguments = (data, crop_y, crop_x, crop_height, crop_width, size, mode, antialias, strict,
+                 max_pixels, max_scans, seek, contiguous, max_memory, apply_exif_orientation)
+    if torch.compiler.is_compiling():  # argument errors raised when the graph runs
+        return _deferred_errors.checked_in_graph(lambda: _resized_crop(*arguments), (3, 1, 1))
+    return _resized_crop(*arguments)
+
+
+def _resized_crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
+                  size: Union[int, Tuple[int, int]], mode: str, antialias: bool, strict: bool,
+                  max_pixels: int, max_scans: int, seek: bool, contiguous: bool, max_memory: int,
+                  apply_exif_orientation: bool) -> torch.Tensor:
+    """decode_and_resized_crop_jpeg, its arguments checked here."""
     name = "decode_and_resized_crop_jpeg"
     encoded = _as_encoded(data, name)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)

@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from ._core import _deferred_errors
 from ._core import _native as _C
 from . import _orientation
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,
@@ -36,12 +37,15 @@ def decode_and_crop_jpeg_batch(
     out: Optional[torch.Tensor] = None,
     apply_exif_orientation: bool = False,
     hflips: Optional[Sequence[bool]] = None,
-) -> Union[List[torch.Tensor], torch.Tensor]:
+    errors: str = "raise",
+) -> Union[List[torch.Tensor], torch.Tensor, Tuple[Union[List[Optional[torch.Tensor]],
+                                                         torch.Tensor], List[Optional[Exception]]]]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
 
     Each result equals the one-at-a-time call: :func:`decode_and_crop_jpeg`
     without ``size``, :func:`decode_and_resized_crop_jpeg` with it. The GIL is
-    released for the whole batch.
+    released for the whole batch. Every file is decoded once, whatever the
+    others do: a file that fails costs that file alone.
 
     Args:
         datas: a sequence of encoded files (1-D uint8 tensors, bytes, ...).
@@ -50,8 +54,8 @@ def decode_and_crop_jpeg_batch(
         size: if given (int or ``(height, width)``), every window is resized
             to it and the result is stacked.
         mode, antialias, strict, max_pixels, max_scans, max_memory, seek,
-            contiguous: as for the single calls; max_memory bounds each
-            image's decode (one per thread at a time).
+            contiguous, apply_exif_orientation: as for the single calls;
+            max_memory bounds each image's decode (one per thread at a time).
         num_threads: decoding threads; default ``torch.get_num_threads()``,
             which is 1 inside a DataLoader worker. At most one per image.
         out: with ``size`` and ``mode`` "rgb" or "gray": the uint8 CPU tensor
@@ -63,21 +67,45 @@ def decode_and_crop_jpeg_batch(
             after its decode (and resize), as ``v2.RandomHorizontalFlip``
             does, on the thread that decoded it. ``boxes`` stay in the
             file's coordinates.
+        errors: ``"raise"`` (the default): a file that cannot be decoded
+            raises, once the others are decoded. ``"return"``: nothing raises
+            for a file; the call returns ``(images, failures)`` instead, with
+            ``failures`` a list holding, per image, None or the exception its
+            decode raised (JpegDecodeError for bad data, ValueError for a
+            window outside the image, MemoryError).
 
     Returns:
         Without ``size``: a list of uint8 ``[C, h, w]`` tensors (views of HWC
         memory, or contiguous CHW with ``contiguous=True``). With it: one
         uint8 tensor ``[N, C, size[0], size[1]]`` in ``torch.channels_last``
         memory format (NHWC), or contiguous NCHW with ``contiguous=True``.
+        With ``errors="return"``: ``(images, failures)``, where a failed
+        image is None in the list, or zeros in the stacked tensor.
 
     Raises:
         TypeError, ValueError: bad arguments, or (with ``size``) files whose
             channel counts differ in ``mode="unchanged"``.
-        JpegDecodeError: a file cannot be decoded. The batch fails as a whole;
-            the message names the first failing file's index:
+        JpegDecodeError: (``errors="raise"``) a file cannot be decoded; the
+            message names the first failing file's index:
             ``decode_and_crop_jpeg_batch(): image 3: Premature end of JPEG file ...``.
         MemoryError, RuntimeError: as :func:`decode_and_crop_jpeg`.
+
+    Example:
+        >>> images, failures = custom_op.decode_and_crop_jpeg_batch(
+        ...     [good, broken], [(0, 0, 64, 64)] * 2, size=32, errors="return")
+        >>> images.shape, [type(failure).__name__ for failure in failures]
+        (torch.Size([2, 3, 32, 32]), ['NoneType', 'JpegDecodeError'])
     """
+    arguments = (datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans,
+                 seek, contiguous, max_memory, out, apply_exif_orientation, hflips, errors)
+    if torch.compiler.is_compiling():  # argument errors raised when the graph runs
+        return _deferred_errors.checked_in_graph(lambda: _batch(*arguments), (1, 3, 1, 1))
+    return _batch(*arguments)
+
+
+def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans, seek,
+           contiguous, max_memory, out, apply_exif_orientation, hflips, errors):
+    """decode_and_crop_jpeg_batch, its arguments checked here."""
     name = "decode_and_crop_jpeg_batch"
     if isinstance(datas, (bytes, bytearray, torch.Tensor)):
         raise TypeError(f"{name}(): datas must be a sequence of encoded files, got one "
@@ -87,43 +115,70 @@ def decode_and_crop_jpeg_batch(
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, antialias=antialias, seek=seek, contiguous=contiguous,
                  apply_exif_orientation=apply_exif_orientation)
+    if errors not in ("raise", "return"):
+        raise ValueError(f"{name}(): errors must be 'raise' or 'return', got {errors!r}")
     threads = torch.get_num_threads() if num_threads is None else \
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
     flips = _as_flips(name, hflips, len(encoded))
-    turned = [i for i, data in enumerate(encoded) if _orientation.exif_orientation(data) != 1] \
-        if apply_exif_orientation else []
-    if turned:
-        options = dict(mode=mode, strict=strict, max_pixels=max_pixels, max_scans=max_scans,
-                       seek=seek, contiguous=contiguous, max_memory=max_memory)
-        return _batch_with_turned_files(encoded, flat, turned, size, antialias, threads, out,
-                                        options, flips)
-    scales = [] if size is None else [SCALE_AUTO] * len(encoded)  # the kernel applies the rule
+    limits = dict(max_pixels=_as_limit(name, "max_pixels", max_pixels),
+                  max_scans=_as_limit(name, "max_scans", max_scans),
+                  max_memory=_as_limit(name, "max_memory", max_memory))
     # Every mode but "unchanged" knows its channel count before decoding, so
     # the threads write straight into the stacked result. torch.stack would
     # copy it once more on ATen's OpenMP threads, which then spin-wait on the
     # cores the next batch decodes on (2 threads: 1.66x -> 1.97x 1 thread).
     memory_format = torch.contiguous_format if contiguous else torch.channels_last
-    if out is not None:
-        _check_out(name, out, size is not None and mode_code != MODES["unchanged"],
-                   (len(encoded), 3 if mode_code == MODES["rgb"] else 1, *out_size), memory_format)
-    elif size is not None and mode_code != MODES["unchanged"]:
-        out = torch.empty((len(encoded), 3 if mode_code == MODES["rgb"] else 1, *out_size),
-                          dtype=torch.uint8, memory_format=memory_format)
-    results = _C.decode_batch(encoded, flat, scales, out_size[0], out_size[1], mode_code,
-                              antialias, strict, _as_limit(name, "max_pixels", max_pixels),
-                              _as_limit(name, "max_scans", max_scans), threads, seek, out,
-                              contiguous=contiguous,
-                              max_memory=_as_limit(name, "max_memory", max_memory), hflips=flips)
+    stackable = size is not None and mode_code != MODES["unchanged"]
+    channels = 3 if mode_code == MODES["rgb"] else 1
+    if out is not None:  # checked whichever path decodes the files
+        _check_out(name, out, stackable, (len(encoded), channels, *out_size), memory_format)
+    elif stackable:
+        out = torch.empty((len(encoded), channels, *out_size), dtype=torch.uint8,
+                          memory_format=memory_format)
+    turned = [i for i, data in enumerate(encoded) if _orientation.exif_orientation(data) != 1] \
+        if apply_exif_orientation else []
+    if turned:
+        options = dict(mode=mode, strict=strict, seek=seek, contiguous=contiguous, **limits)
+        results, failures = _batch_with_turned_files(
+            encoded, flat, turned, None if size is None else out_size, antialias, threads, out,
+            options, flips)
+    else:
+        scales = [] if size is None else [SCALE_AUTO] * len(encoded)  # the kernel's rule
+        results, failures = _C.decode_batch(
+            encoded, flat, scales, out_size[0], out_size[1], mode_code, antialias, strict,
+            limits["max_pixels"], limits["max_scans"], threads, seek, out,
+            contiguous=contiguous, max_memory=limits["max_memory"], hflips=flips,
+            errors="return")
+        results = _stacked(name, mode, results, out, size, out_size, channels, memory_format,
+                           failures)
+    if errors == "return":
+        return results, failures
+    first = next((failure for failure in failures if failure is not None), None)
+    if first is not None:
+        raise first
+    return results
+
+
+def _stacked(function: str, mode: str, results: list, out: Optional[torch.Tensor],
+             size: Optional[Tuple[int, int]], out_size: Tuple[int, int], channels: int,
+             memory_format: torch.memory_format, failures: list):
+    """The pool's results as the caller gets them: ``out`` when it was decoded into, the list
+    (None for a failed image) without ``size``, else stacked (zeros for a failed image)."""
     if out is not None:
         return out
     if size is None:
-        return results
-    _check_one_channel_count(name, mode, results)
+        return [None if failure is not None else result
+                for result, failure in zip(results, failures)]
+    decoded = [result for result, failure in zip(results, failures) if failure is None]
+    _check_one_channel_count(function, mode, decoded)
     if not results:
-        return torch.empty((0, 3 if mode_code == 0 else 1, *out_size), dtype=torch.uint8,
+        return torch.empty((0, channels, *out_size), dtype=torch.uint8,
                            memory_format=memory_format)
-    if contiguous:
+    like = decoded[0] if decoded else results[0]
+    results = [result if failure is None else like.new_zeros(like.shape)
+               for result, failure in zip(results, failures)]
+    if memory_format == torch.contiguous_format:
         return torch.stack(results)
     # Stacking the HWC memory behind the views gives NHWC, i.e. channels_last.
     return torch.stack([result.permute(1, 2, 0) for result in results]).permute(0, 3, 1, 2)
@@ -142,9 +197,10 @@ def _as_flips(function: str, hflips: Optional[Sequence[bool]], count: int) -> li
     if len(flips) != count:
         raise ValueError(f"{function}(): hflips must hold one bool per image ({count}), "
                          f"got {len(flips)}")
-    wrong = next((flip for flip in flips if not isinstance(flip, bool)), None)
-    if wrong is not None:
-        raise TypeError(f"{function}(): hflips must hold bools, got {wrong!r}")
+    for index, flip in enumerate(flips):
+        if not isinstance(flip, bool):
+            raise TypeError(f"{function}(): hflips must hold bools, got {flip!r} "
+                            f"({type(flip).__name__}) at hflips[{index}]")
     return [int(flip) for flip in flips]
 
 
@@ -153,41 +209,54 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
                              out: Optional[torch.Tensor], options: dict, flips: list[int]):
     """decode_and_crop_jpeg_batch with apply_exif_orientation, when some files are turned: those
     go through the single calls (which turn them, custom_op/_orientation.py), the others through
-    the pool, each result in its place; a failure names the image's index as the pool does."""
+    the pool, each result in its place, as ``(results, failures)``; a failure names the image's
+    index in the caller's batch, as the pool does. ``out``, if given, is checked already."""
     name = "decode_and_crop_jpeg_batch"
-    straight = [i for i in range(len(encoded)) if i not in set(turned)]
+    turned_set = set(turned)
+    straight = [i for i in range(len(encoded)) if i not in turned_set]
     results: list = [None] * len(encoded)
+    failures: list = [None] * len(encoded)
     if straight:
-        pooled = decode_and_crop_jpeg_batch(
-            [encoded[i] for i in straight], [flat[4 * i:4 * i + 4] for i in straight],
-            size=size, antialias=antialias, num_threads=threads,
-            hflips=[bool(flips[i]) for i in straight] if flips else None, **options)
-        for index, result in zip(straight, pooled):
-            results[index] = result
+        out_size = (0, 0) if size is None else size
+        pooled, pooled_failures = _C.decode_batch(
+            [encoded[i] for i in straight], [v for i in straight for v in flat[4 * i:4 * i + 4]],
+            [] if size is None else [SCALE_AUTO] * len(straight), out_size[0], out_size[1],
+            _normalize_mode(name, options["mode"]), antialias, options["strict"],
+            options["max_pixels"], options["max_scans"], threads, options["seek"],
+            contiguous=options["contiguous"], max_memory=options["max_memory"],
+            hflips=[flips[i] for i in straight] if flips else (), errors="return",
+            indices=straight)
+        for index, result, failure in zip(straight, pooled, pooled_failures):
+            results[index], failures[index] = (None, failure) if failure else (result, None)
     for index in turned:
         box = flat[4 * index:4 * index + 4]
         try:
             if size is None:
-                results[index] = decode_and_crop_jpeg(encoded[index], *box,
-                                                      apply_exif_orientation=True, **options)
+                result = decode_and_crop_jpeg(encoded[index], *box, apply_exif_orientation=True,
+                                              **options)
             else:
-                results[index] = decode_and_resized_crop_jpeg(
-                    encoded[index], *box, size, antialias=antialias,
-                    apply_exif_orientation=True, **options)
-        except JpegDecodeError as error:
-            raise JpegDecodeError(f"{name}(): image {index}: {error}") from error
-        if flips and flips[index]:
-            results[index] = results[index].flip(-1)
+                result = decode_and_resized_crop_jpeg(encoded[index], *box, size,
+                                                      antialias=antialias,
+                                                      apply_exif_orientation=True, **options)
+        except (JpegDecodeError, ValueError, MemoryError) as error:
+            failures[index] = type(error)(f"{name}(): image {index}: {error}")
+            continue
+        results[index] = result.flip(-1) if flips and flips[index] else result
     if size is None:
-        return results
-    _check_one_channel_count(name, options["mode"], results)
+        return results, failures
+    decoded = [result for result in results if result is not None]
+    _check_one_channel_count(name, options["mode"], decoded)
     if out is None:
-        out = torch.empty((len(results), *results[0].shape), dtype=torch.uint8,
+        shape = decoded[0].shape if decoded else (3, *size)
+        out = torch.empty((len(results), *shape), dtype=torch.uint8,
                           memory_format=torch.contiguous_format if options["contiguous"]
                           else torch.channels_last)
     for index, result in enumerate(results):
-        out[index].copy_(result)
-    return out
+        if result is None:
+            out[index].zero_()
+        else:
+            out[index].copy_(result)
+    return out, failures
 
 
 def _check_one_channel_count(function: str, mode: str, results: list[torch.Tensor]) -> None:

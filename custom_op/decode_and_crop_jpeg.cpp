@@ -1,28 +1,29 @@
-// The binding of custom_op: validates what the operators are handed, reads
-// the header, allocates the output tensor, runs the torch-free core
-// (csrc/jpeg_decoder.h) and turns a failed Status into a tagged exception
+// The binding of custom_op: the operators' kernels and their registration.
+// A kernel validates what it is handed, has one image decoded
+// (binding/window_decode.h, over the torch-free core in csrc/) or a batch
+// (binding/batch.h), and turns a failed Status into a tagged exception
 // (binding/errors.h) that the Python layer gives its Python type back.
 // Argument parsing with friendly messages happens first in
 // custom_op/_decode.py; the checks here keep direct calls safe.
 //
 // Two ABIs, no C++ one: the operators (torch.ops.custom_op_jpeg._*) are built on
 // torch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::Tensor, ATen
-// kernels called through the dispatcher by name), so one binary serves every
-// torch from TORCH_TARGET_VERSION on; the Python module that loading this
-// file creates is on CPython's limited API (binding/python_module.h), so it
-// serves every CPython from 3.10 on. Encoded bytes reach the operators as
+// kernels called through the dispatcher by name in binding/aten_calls.h), so
+// one binary serves every torch from TORCH_TARGET_VERSION on; the Python
+// module that loading this file creates is on CPython's limited API
+// (binding/python_module.h), so it serves every CPython from 3.10 on. Encoded bytes reach the operators as
 // tensors (custom_op/_core/_native.py wraps bytes with torch.frombuffer), and torch
 // calls an operator with the GIL released, so the decodes run without it.
 // Neither pybind11 nor torch's C++ API is used.
+#include "binding/batch.h"
 #include "binding/errors.h"
 #include "binding/python_module.h"
 #include "binding/stable_tensors.h"
 #include "binding/thread_pool.h"
+#include "binding/window_decode.h"
 #include "csrc/grid_crop.h"
 #include "csrc/jpeg_decoder.h"
-#include "csrc/mirror.h"
 #include "csrc/prepare.h"
-#include "csrc/scale_rule.h"
 
 #include <algorithm>
 #include <optional>
@@ -40,27 +41,6 @@
 
 namespace {
 
-custom_op::DecodeOptions make_options(bool strict, int64_t max_pixels, int64_t max_scans,
-                                     int64_t max_memory, bool exact_edges, bool seek) {
-  if (max_pixels < 1 || max_scans < 1 || max_memory < 1) {
-    throw_value_error("max_pixels, max_scans and max_memory must be positive");
-  }
-  custom_op::DecodeOptions options;
-  options.strict = strict;
-  options.limits.max_pixels = max_pixels;
-  options.limits.max_scans = max_scans;
-  options.limits.max_memory = max_memory;
-  options.exact_edges = exact_edges;
-  options.seek = seek;
-  return options;
-}
-
-custom_op::ColorMode to_mode(int64_t mode) {
-  if (mode < 0 || mode > 2) {
-    throw_value_error("mode must be 0 (rgb), 1 (gray) or 2 (unchanged), got " + std::to_string(mode));
-  }
-  return static_cast<custom_op::ColorMode>(mode);
-}
 
 // For the functions that read only the header. Not strict: a warning in the
 // header changes neither the size nor the layout, and the decode functions
@@ -80,153 +60,6 @@ custom_op::JpegInfo read_header_or_raise(const char* function, custom_op::JpegDe
   return info;
 }
 
-// What a resized decode needs besides the bytes and the window.
-struct ResizeRequest {
-  int64_t out_height;
-  int64_t out_width;
-  int scale_num;
-  bool antialias;
-};
-
-// Checks the int64 values before any of them is narrowed; kScaleAuto
-// chooses the scale by the one rule (csrc/scale_rule.h).
-ResizeRequest make_resize(const custom_op::Window& window, int64_t out_height, int64_t out_width,
-                          int64_t scale_num, bool antialias) {
-  if (scale_num < custom_op::kScaleAuto || scale_num > 8 || out_height < 1 || out_width < 1 ||
-      out_height > 65535 || out_width > 65535) {
-    throw_value_error("scale_num must be 1..8 (or 0: the rule chooses) and the output size 1..65535, got scale_num=" +
-                      std::to_string(scale_num) + " and " + std::to_string(out_height) + " x " +
-                      std::to_string(out_width));
-  }
-  const int scale = scale_num == custom_op::kScaleAuto
-                        ? custom_op::choose_scale_num(static_cast<double>(window.height),
-                                                      static_cast<double>(window.width), out_height,
-                                                      out_width, antialias)
-                        : static_cast<int>(scale_num);
-  return ResizeRequest{out_height, out_width, scale, antialias};
-}
-
-// The resize of a colour window, on libjpeg's RGBX rows. ATen's uint8 kernel
-// works on 4-byte pixels: given CHW planes it unpacks them to RGBA and packs
-// its result back byte by byte, after the core split libjpeg's rows into
-// those planes. Handed the rows as a channels_last [1, 4, H, W] tensor, it
-// skips all three copies (RandomResizedCrop(224) of 500 x 375 files: 1.29 ->
-// 1.16 ms). It resizes each channel on its own with the same weights either
-// way, so R, G and B come out bit for bit as from the planes; the fourth
-// channel is dropped.
-custom_op::Status resize_rgbx(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
-                              custom_op::ColorMode mode, const ResizeRequest& resize,
-                              custom_op::PixelOrder order, const Tensor& target) {
-  const custom_op::Status within_limits = decoder->reserve_memory(
-      4 * (window.height * window.width + resize.out_height * resize.out_width));
-  if (!within_limits.ok()) {
-    return within_limits;
-  }
-  const Tensor rows = empty_bytes({1, window.height, window.width, 4});
-  custom_op::Status status = decoder->decode_rgbx(window, mode, bytes_of(rows));
-  if (!status.ok()) {
-    return status;
-  }
-  Tensor resized = resize_with_aten(torch::stable::permute(rows, {0, 3, 1, 2}), resize.out_height,
-                                    resize.out_width, resize.antialias);
-  if (!is_channels_last(resized)) {  // ATen keeps channels_last today; copy if it ever does not
-    Tensor packed = torch::stable::permute(empty_bytes({1, resize.out_height, resize.out_width, 4}), {0, 3, 1, 2});
-    torch::stable::copy_(packed, resized);
-    resized = packed;
-  }
-  const uint8_t* pixels = bytes_of(resized);
-  uint8_t* out = bytes_of(target);
-  const size_t plane_size = static_cast<size_t>(resize.out_height * resize.out_width);
-  const size_t row_step = order == custom_op::PixelOrder::kPlanar ? resize.out_width : resize.out_width * 3;
-  for (int64_t row = 0; row < resize.out_height; ++row) {
-    custom_op::detail::emit_row(pixels + row * resize.out_width * 4, custom_op::detail::RowLayout::kRgbx,
-                                static_cast<int>(resize.out_width), /*out_channels=*/3, order,
-                                out + row * row_step, plane_size);
-  }
-  return status;
-}
-
-// Without DCT scaling: the exact crop, resized by ATen's kernel (see
-// resize_with_aten), so the result equals torchvision's resized_crop of a
-// full decode, and costs less than the core's portable resampler (which
-// serves the reduced scales, where the box has fractional edges that ATen
-// cannot take).
-custom_op::Status decode_then_resize(custom_op::JpegDecoder* decoder, const custom_op::Window& window,
-                                     custom_op::ColorMode mode, int64_t channels,
-                                     const ResizeRequest& resize, custom_op::PixelOrder order,
-                                     const std::optional<Tensor>& into, Tensor* out) {
-  // torchvision returns the input itself for an identity resize.
-  const bool identity = resize.out_height == window.height && resize.out_width == window.width;
-  if (!identity && decoder->has_rgbx_rows(mode)) {
-    *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
-    return resize_rgbx(decoder, window, mode, resize, order, *out);
-  }
-  if (!identity) {
-    const custom_op::Status within_limits = decoder->reserve_memory(channels * window.height * window.width);
-    if (!within_limits.ok()) {
-      return within_limits;
-    }
-  }
-  const Tensor crop = identity ? output_tensor(into, channels, window.height, window.width, order)
-                               : new_output(channels, window.height, window.width, order);
-  custom_op::Status status = decoder->decode(window, mode, bytes_of(crop), order);
-  if (!status.ok() || identity) {
-    *out = crop;
-    return status;
-  }
-  *out = output_tensor(into, channels, resize.out_height, resize.out_width, order);
-  Tensor target = torch::stable::unsqueeze(*out, 0);
-  torch::stable::copy_(target, resize_with_aten(torch::stable::unsqueeze(crop, 0), resize.out_height,
-                                                resize.out_width, resize.antialias));
-  return status;
-}
-
-// Header, window check, allocation and decode of one image: the exact crop,
-// or with `resize` the resized one, written to `into` if it has a value (the
-// caller checked its shape). With `box` (and a reduced scale), the output
-// covers that box of the window (see JpegDecoder::decode_resized). Never
-// throws, so the single calls and the batch's threads all run it.
-custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& options,
-                             custom_op::ColorMode mode, custom_op::PixelOrder order,
-                             const custom_op::Window& window, const ResizeRequest* resize,
-                             const std::optional<Tensor>& into, Tensor* out,
-                             const custom_op::BoxInWindow* box = nullptr) {
-  try {
-    custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
-    custom_op::JpegInfo info;
-    custom_op::Status status = decoder.read_header(&info);
-    if (!status.ok()) {
-      return status;
-    }
-    status = decoder.check_window(window);
-    if (!status.ok()) {
-      return status;
-    }
-    const int64_t channels = custom_op::output_channels(info, mode);
-    if (resize == nullptr) {
-      *out = new_output(channels, window.height, window.width, order);
-      return decoder.decode(window, mode, bytes_of(*out), order);
-    }
-    if (into.has_value() && into->size(0) != channels) {
-      return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
-                               "the stacked output has the wrong channel count (this is a bug in custom_op)"};
-    }
-    if (box != nullptr && resize->scale_num == 8) {
-      return custom_op::Status{custom_op::StatusCode::kInvalidArgument,
-                               "a box needs a reduced scale (this is a bug in custom_op)"};
-    }
-    if (resize->scale_num == 8) {
-      return decode_then_resize(&decoder, window, mode, channels, *resize, order, into, out);
-    }
-    *out = output_tensor(into, channels, resize->out_height, resize->out_width, order);
-    return decoder.decode_resized(window, mode, resize->scale_num,
-                                  static_cast<int>(resize->out_height),
-                                  static_cast<int>(resize->out_width), resize->antialias,
-                                  bytes_of(*out), order, box);
-  } catch (...) {  // Report, never unwind into a batch thread.
-    return status_of_current_exception();
-  }
-}
 
 // One image: the result, or the failure raised with `function`'s name.
 Tensor decode_single(const char* function, const Tensor& data, const custom_op::Window& window,
@@ -318,63 +151,38 @@ Tensor grid_crop_kernel(Tensor data, int64_t grid_height, int64_t grid_width, in
   return out;
 }
 
-// The decoded [C, H, W] `image` mirrored left to right in place (a new
-// output, or a slice of the batch's, in `order`'s layout either way).
-void mirror_output(const Tensor& image, custom_op::PixelOrder order) {
-  custom_op::mirror_left_right(bytes_of(image), image.size(0), image.size(1), image.size(2), order);
+// The batch, new tensors out: each image's result (or a zero placeholder
+// where it failed, see binding/batch.h), and the per-image outcomes.
+std::tuple<std::vector<Tensor>, Tensor, Tensor> batch_kernel(
+    std::vector<Tensor> datas, std::vector<int64_t> boxes, std::vector<int64_t> scale_nums,
+    int64_t out_height, int64_t out_width, int64_t mode, bool antialias, bool strict,
+    int64_t max_pixels, int64_t max_scans, int64_t num_threads, bool seek, bool contiguous,
+    int64_t max_memory, std::vector<int64_t> hflips) {
+  const BatchRequest request{std::move(datas), std::move(boxes), std::move(scale_nums), out_height,
+                             out_width, mode, antialias,
+                             make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                             num_threads, contiguous, std::move(hflips)};
+  std::vector<Tensor> outputs;
+  const std::vector<custom_op::Status> statuses = run_batch(request, std::nullopt, &outputs);
+  auto [codes, messages] = outcome_tensors(statuses);
+  return {outputs, codes, messages};
 }
 
-// With `out` (and a size), every result is written into its slice of `out`:
-// a stacked batch needs no copy after the decode. Scale numerators may be
-// kScaleAuto. `hflips` is empty, or one 0/1 per image: 1 mirrors that
-// image left to right after its decode, on the thread that decoded it.
-std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t> boxes,
-                                 std::vector<int64_t> scale_nums, int64_t out_height,
-                                 int64_t out_width, int64_t mode, bool antialias, bool strict,
-                                 int64_t max_pixels, int64_t max_scans, int64_t num_threads,
-                                 bool seek, std::optional<Tensor> out, bool contiguous,
-                                 int64_t max_memory, std::vector<int64_t> hflips) {
-  const char* function = "decode_and_crop_jpeg_batch";
-  const size_t count = datas.size();
-  const bool resize = out_height > 0;
-  if (boxes.size() != 4 * count || (resize && scale_nums.size() != count) ||
-      (!hflips.empty() && hflips.size() != count)) {
-    throw_value_error("boxes must hold 4 numbers per image, hflips one per image or none "
-                      "(this is a bug in custom_op)");
-  }
-  std::vector<custom_op::Window> windows;
-  std::vector<ResizeRequest> requests;
-  std::vector<ByteSpan> inputs;
-  for (size_t i = 0; i < count; ++i) {
-    windows.push_back({boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]});
-    if (resize) {
-      requests.push_back(make_resize(windows[i], out_height, out_width, scale_nums[i], antialias));
-    }
-    inputs.push_back(span_of_tensor(datas[i]));
-  }
-  const custom_op::ColorMode color_mode = to_mode(mode);
-  const custom_op::DecodeOptions options = make_options(strict, max_pixels, max_scans, max_memory, true, seek);
-  const custom_op::PixelOrder order = pixel_order(contiguous);
-  const std::vector<std::optional<Tensor>> slices = slices_of(out, count, out_height, out_width, order);
-  std::vector<Tensor> outputs(count);
-  std::vector<custom_op::Status> statuses(count);
-  run_in_parallel(count, num_threads, [&](size_t i) {
-    statuses[i] = decode_one(inputs[i], options, color_mode, order, windows[i],
-                             resize ? &requests[i] : nullptr, slices[i], &outputs[i]);
-    if (statuses[i].ok() && !hflips.empty() && hflips[i] != 0) {
-      try {
-        mirror_output(outputs[i], order);
-      } catch (...) {  // Never unwind into a batch thread.
-        statuses[i] = status_of_current_exception();
-      }
-    }
-  });
-  for (size_t i = 0; i < count; ++i) {
-    if (!statuses[i].ok()) {
-      raise_status(function, statuses[i], "image " + std::to_string(i) + ": ");
-    }
-  }
-  return outputs;
+// The batch into the caller's stacked `out` (N x C x H x W, a size given):
+// nothing to copy after the decode; a failed image's slice is zeroed.
+std::tuple<Tensor, Tensor> batch_into_kernel(
+    std::vector<Tensor> datas, std::vector<int64_t> boxes, std::vector<int64_t> scale_nums,
+    int64_t out_height, int64_t out_width, int64_t mode, bool antialias, bool strict,
+    int64_t max_pixels, int64_t max_scans, int64_t num_threads, bool seek, Tensor out,
+    bool contiguous, int64_t max_memory, std::vector<int64_t> hflips) {
+  const BatchRequest request{std::move(datas), std::move(boxes), std::move(scale_nums), out_height,
+                             out_width, mode, antialias,
+                             make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                             num_threads, contiguous, std::move(hflips)};
+  std::vector<Tensor> outputs;
+  const std::vector<custom_op::Status> statuses = run_batch(request, out, &outputs);
+  auto [codes, messages] = outcome_tensors(statuses);
+  return {codes, messages};
 }
 
 // (height, width, channels) from the header.
@@ -385,9 +193,10 @@ std::vector<int64_t> jpeg_size_kernel(Tensor data) {
   return {info.height, info.width, info.channels};
 }
 
-// (height, width, channels) of every file, 3 numbers each, or -1, -1, -1
-// for a file whose header cannot be read (its loader reads it again, one at
-// a time, for the error that names it). One dispatch for a dataset's batch,
+// (height, width, channels) of every file, 3 numbers each, or 0, 0, 0 for
+// a file whose header cannot be read (its loader reads it again, one at a
+// time, for the error that names it); no header has a side of 0, and the
+// fake kernel's sizes cannot be negative. One dispatch for a dataset's batch,
 // where a call per file cost more than the header read.
 std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
   std::vector<int64_t> sizes;
@@ -403,27 +212,30 @@ std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
       status = status_of_current_exception();
     }
     const bool ok = status.ok();
-    sizes.insert(sizes.end(), {ok ? info.height : -1, ok ? info.width : -1, ok ? info.channels : -1});
+    sizes.insert(sizes.end(), {ok ? info.height : 0, ok ? info.width : 0, ok ? info.channels : 0});
   }
   return sizes;
 }
 
 // The restart-segment grid decode_and_crop_jpeg seeks with, as
-// [interval, mcus_per_row, mcu_rows, mcu_height, mcu_width], or [] for none.
+// [interval, mcus_per_row, mcu_rows, mcu_height, mcu_width], all 0 for none:
+// always five numbers, so that the fake kernel knows the list's length.
 std::vector<int64_t> restart_geometry_kernel(Tensor data) {
   const ByteSpan bytes = span_of_tensor(data);
   custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
   read_header_or_raise("seekable", &decoder);
   custom_op::restarts::ScanGeometry g;
   if (!decoder.restart_geometry(&g)) {
-    return {};
+    return {0, 0, 0, 0, 0};
   }
   return {g.interval, g.mcus_per_row, g.mcu_rows, g.mcu_height, g.mcu_width};
 }
 
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
-// was_progressive); custom_op/_core/_native.py turns the uint8 tensor into bytes.
-std::tuple<Tensor, int64_t, bool> prepare_kernel(Tensor data, int64_t max_pixels, int64_t max_scans,
+// was_progressive as 0 or 1); custom_op/_core/_native.py turns the uint8
+// tensor into bytes. The numbers are SymInts, which a fake kernel may leave
+// unbacked (a schema's int or bool would need their values while tracing).
+std::tuple<Tensor, int64_t, int64_t> prepare_kernel(Tensor data, int64_t max_pixels, int64_t max_scans,
                                                  int64_t segment_width, int64_t max_memory) {
   if (segment_width < 1) {
     throw_value_error("segment_width must be positive, got " + std::to_string(segment_width));
@@ -445,7 +257,7 @@ std::tuple<Tensor, int64_t, bool> prepare_kernel(Tensor data, int64_t max_pixels
   }
   const Tensor out = empty_bytes({static_cast<int64_t>(prepared.size())});
   std::copy(prepared.begin(), prepared.end(), bytes_of(out));
-  return {out, info.restart_interval, info.was_progressive};
+  return {out, info.restart_interval, info.was_progressive ? 1 : 0};
 }
 
 std::vector<int64_t> intra_op_threads_kernel(int64_t num_threads) {
@@ -477,15 +289,19 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
         "int crop_height, int crop_width, bool antialias, int mode, bool strict, int max_pixels, "
         "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor");
   m.def("_decode_batch(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
-        "int out_width, int mode, bool antialias, bool strict, int max_pixels, int max_scans, "
-        "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory, "
-        "int[] hflips) -> Tensor[]");
-  m.def("_jpeg_size(Tensor data) -> int[]");
-  m.def("_jpeg_sizes(Tensor[] datas) -> int[]");
-  m.def("_restart_geometry(Tensor data) -> int[]");
+        "int out_width, int color_mode, bool antialias, bool strict, int max_pixels, "
+        "int max_scans, int num_threads, bool seek, bool contiguous, int max_memory, int[] hflips) "
+        "-> (Tensor[] images, Tensor codes, Tensor messages)");
+  m.def("_decode_batch_into(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
+        "int out_width, int color_mode, bool antialias, bool strict, int max_pixels, "
+        "int max_scans, int num_threads, bool seek, Tensor(a!) out, bool contiguous, int max_memory, "
+        "int[] hflips) -> (Tensor codes, Tensor messages)");
+  m.def("_jpeg_size(Tensor data) -> SymInt[]");
+  m.def("_jpeg_sizes(Tensor[] datas) -> SymInt[]");
+  m.def("_restart_geometry(Tensor data) -> SymInt[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
-        "int max_memory) -> (Tensor, int, bool)");
-  m.def("_intra_op_threads_in_batch(int num_threads) -> int[]");
+        "int max_memory) -> (Tensor, SymInt, SymInt)");
+  m.def("_intra_op_threads_in_batch(int num_threads) -> SymInt[]");
 }
 
 CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
@@ -494,6 +310,7 @@ CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
   m.impl("_decode_box_resized", TORCH_BOX(&box_resized_kernel));
   m.impl("_decode_grid_crop", TORCH_BOX(&grid_crop_kernel));
   m.impl("_decode_batch", TORCH_BOX(&batch_kernel));
+  m.impl("_decode_batch_into", TORCH_BOX(&batch_into_kernel));
   m.impl("_jpeg_size", TORCH_BOX(&jpeg_size_kernel));
   m.impl("_jpeg_sizes", TORCH_BOX(&jpeg_sizes_kernel));
   m.impl("_restart_geometry", TORCH_BOX(&restart_geometry_kernel));

@@ -81,6 +81,7 @@ def test_turned_files_are_mirrored_after_turning(datas) -> None:
     ([True, False], ValueError, "got 2"),
     ([True, 1, False, True], TypeError, "got 1"),
     ([True, False, np.bool_(True), True], TypeError, "True_"),
+    ([None, True, False, True], TypeError, "got None (NoneType) at hflips[0]"),
     (torch.ones(4), TypeError, "torch.float32"),
     (torch.ones(2, 2, dtype=torch.bool), TypeError, "(2, 2)"),
 ])

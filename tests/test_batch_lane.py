@@ -332,3 +332,28 @@ def test_batch_call_decodes_into_out_and_checks_it(folder) -> None:
         custom_op.decode_and_crop_jpeg_batch(datas, boxes, size=SIZE, out=out.float())
     with pytest.raises(ValueError, match="out needs size"):
         custom_op.decode_and_crop_jpeg_batch(datas, boxes, out=out)
+
+
+@pytest.mark.parametrize("on_error", ["raise", "substitute"])
+def test_a_bad_file_costs_only_itself(damaged_folder, on_error, monkeypatch) -> None:
+    """Issue 31 item 8: one file that failed in the batch call sent every sample of the batch
+    through the per-sample decode again. Now only the batch call decodes, once, and the failed
+    sample goes to on_error (raised naming the file, or replaced)."""
+    lane = BatchLane(custom_op.JpegFolder(damaged_folder, strict=True, on_error=on_error),
+                     recipe())
+    paths = [path for path, _ in lane.source.folder.samples]
+    truncated = sorted(os.listdir(damaged_folder / "a"))[1]
+    bad = next(i for i, path in enumerate(paths) if path.endswith(truncated))
+    indices = [bad, (bad + 1) % len(paths), (bad + 2) % len(paths)]
+    per_sample = []
+    crop_transform = lane.crop.transform
+    monkeypatch.setattr(lane.crop, "transform", lambda image, params: per_sample.append(image)
+                        or crop_transform(image, params))
+    if on_error == "raise":
+        with pytest.raises(custom_op.JpegDecodeError, match=f"^{paths[bad]}: "):
+            lane(indices)
+    else:
+        images, labels = lane(indices)
+        assert images.shape == (3, 3, SIZE, SIZE) and lane.substitutions == 1
+        assert torch.equal(images[0], images[1]) and labels[0] == labels[1]
+    assert per_sample == []

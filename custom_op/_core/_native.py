@@ -27,7 +27,7 @@ from typing import Optional, Sequence, Union
 
 import torch
 
-from . import _loader
+from . import _fakes, _loader
 from ._build_config import OPERATOR_NAMESPACE
 from ._errors import translate
 
@@ -50,9 +50,11 @@ def _load_existing_build() -> None:
     operators are registered; a cold checkout builds on the first decode instead, and a build
     that does not load raises its ImportError there, not in ``import custom_op``."""
     try:
-        _loader.load_existing_build()
+        loaded = _loader.load_existing_build()
     except ImportError:
-        pass
+        return
+    if loaded is not None:
+        _fakes.register_native()
 
 
 _load_existing_build()
@@ -71,14 +73,16 @@ def as_tensor(data: Buffer) -> torch.Tensor:
 def ops() -> torch._ops._OpNamespace:
     """``torch.ops.custom_op_jpeg`` (OPERATOR_NAMESPACE), the extension loaded (built in a cold
     checkout)."""
-    if _loader.MODULE_NAME not in sys.modules:
-        _loader.load_extension()
+    module()
     return getattr(torch.ops, OPERATOR_NAMESPACE)
 
 
 def module():
-    """The limited-API module custom_op._C, loaded (built in a cold checkout)."""
-    return sys.modules.get(_loader.MODULE_NAME) or _loader.load_extension()
+    """The limited-API module custom_op._C, loaded (built in a cold checkout), its operators'
+    fake kernels registered."""
+    loaded = sys.modules.get(_loader.MODULE_NAME) or _loader.load_extension()
+    _fakes.register_native()  # once; a load by custom_op.build or check registers here too
+    return loaded
 
 
 def _held(value):
@@ -123,14 +127,14 @@ def jpeg_sizes(datas: Sequence[Buffer]) -> list[Optional[tuple[int, int, int]]]:
     if not datas:
         return []
     flat = call("_jpeg_sizes", [as_tensor(data) for data in datas])
-    return [None if flat[i] < 0 else (flat[i], flat[i + 1], flat[i + 2])
+    return [None if flat[i] == 0 else (flat[i], flat[i + 1], flat[i + 2])
             for i in range(0, len(flat), 3)]
 
 
 def restart_geometry(data: Buffer) -> Optional[tuple[int, int, int, int, int]]:
     """(interval, mcus_per_row, mcu_rows, mcu_height, mcu_width), or None without restarts."""
     geometry = call("_restart_geometry", as_tensor(data))
-    return tuple(geometry) if geometry else None
+    return tuple(geometry) if geometry[0] else None
 
 
 def decode_and_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_height: int,
@@ -178,16 +182,52 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
                  out_height: int, out_width: int, mode: int, antialias: bool, strict: bool,
                  max_pixels: int, max_scans: int, num_threads: int, seek: bool = True,
                  out: Optional[torch.Tensor] = None, contiguous: bool = False,
-                 max_memory: int = _DEFAULT_MAX_MEMORY,
-                 hflips: Sequence[int] = ()) -> list[torch.Tensor]:
+                 max_memory: int = _DEFAULT_MAX_MEMORY, hflips: Sequence[int] = (),
+                 errors: str = "raise", indices: Optional[Sequence[int]] = None):
     """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses);
-    ``hflips`` is empty or one 0/1 per image."""
+    ``hflips`` is empty or one 0/1 per image.
+
+    Returns the per-image results (slices of ``out`` when given). Every image is decoded once,
+    whatever the others do: with ``errors="raise"`` the first failed image's exception is then
+    raised, with ``"return"`` the result is ``(images, failures)``, ``failures`` holding None or
+    the exception per image (a failed image's result is zeros). A failure names its image by
+    its number in ``indices`` (default: its position in ``datas``)."""
     tensors = [as_tensor(data) for data in datas]
-    if not tensors and out is None:  # no tensor for the dispatcher to dispatch on: nothing to do
-        return []
-    return call("_decode_batch", tensors, list(boxes), list(scale_nums), out_height, out_width,
-                mode, antialias, strict, max_pixels, max_scans, num_threads, seek, out,
-                contiguous, max_memory, list(hflips))
+    if not tensors:  # no tensor for the dispatcher to dispatch on: nothing to do
+        return ([], []) if errors == "return" else []
+    arguments = (tensors, list(boxes), list(scale_nums), out_height, out_width, mode, antialias,
+                 strict, max_pixels, max_scans, num_threads, seek)
+    if out is None:
+        images, codes, messages = call("_decode_batch", *arguments, contiguous, max_memory,
+                                       list(hflips))
+    else:
+        codes, messages = call("_decode_batch_into", *arguments, out, contiguous, max_memory,
+                               list(hflips))
+        images = list(out.unbind(0))
+    failures = batch_failures(codes, messages, range(len(tensors)) if indices is None else indices)
+    if errors == "return":
+        return images, failures
+    first = next((failure for failure in failures if failure is not None), None)
+    if first is not None:
+        raise first
+    return images
+
+
+def batch_failures(codes: torch.Tensor, messages: torch.Tensor,
+                   indices: Sequence[int]) -> list[Optional[BaseException]]:
+    """The batch operators' outcomes (binding/batch.h) as None or an exception per image, whose
+    message names the batch function and the image's number in ``indices``."""
+    count = codes.numel()
+    if messages.numel() == count:  # one NUL per image and no text: every image decoded
+        return [None] * count
+    texts = bytes(messages.tolist()).split(b"\0")[:count]
+    failures: list[Optional[BaseException]] = [None] * count
+    for position, text in enumerate(texts):
+        if text:
+            bare = translate(RuntimeError(text.decode("utf-8", "replace")))
+            failures[position] = type(bare)(
+                f"decode_and_crop_jpeg_batch(): image {indices[position]}: {bare}")
+    return failures
 
 
 def prepare_jpeg(data: Buffer, max_pixels: int, max_scans: int, segment_width: int,
@@ -195,7 +235,7 @@ def prepare_jpeg(data: Buffer, max_pixels: int, max_scans: int, segment_width: i
     """(the prepared file's bytes, its restart interval, whether the input was progressive)."""
     prepared, interval, was_progressive = call("_prepare_jpeg", as_tensor(data), max_pixels,
                                                max_scans, segment_width, max_memory)
-    return prepared.numpy().tobytes(), interval, was_progressive
+    return prepared.numpy().tobytes(), interval, bool(was_progressive)
 
 
 def choose_scale(crop_height: float, crop_width: float, out_height: int, out_width: int,

@@ -46,23 +46,27 @@ class AllocationFailed : public std::bad_alloc {
   std::string message_;
 };
 
-// Bad arguments raise ValueError, bad data JpegDecodeError, a failed
-// allocation MemoryError, anything else RuntimeError (see StatusCode).
-[[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
-                               const std::string& context = "") {
-  const std::string message = std::string(function) + "(): " + context + status.message;
+// `text` tagged with the Python type that `status`'s code stands for: bad
+// arguments ValueError, bad data JpegDecodeError, a failed allocation
+// MemoryError; untagged (RuntimeError) for anything else (see StatusCode).
+std::string tagged_status(const custom_op::Status& status, const std::string& text) {
   switch (status.code) {
     case custom_op::StatusCode::kInvalidArgument:
-      throw std::runtime_error(tagged("ValueError", message));
+      return tagged("ValueError", text);
     case custom_op::StatusCode::kOutOfMemory:
-      throw std::runtime_error(tagged("MemoryError", message));
+      return tagged("MemoryError", text);
     case custom_op::StatusCode::kDecodeError:
-      throw std::runtime_error(tagged("JpegDecodeError", message));
+      return tagged("JpegDecodeError", text);
     case custom_op::StatusCode::kOk:
     case custom_op::StatusCode::kInternalError:
       break;
   }
-  throw std::runtime_error(message);
+  return text;
+}
+
+[[noreturn]] void raise_status(const char* function, const custom_op::Status& status,
+                               const std::string& context = "") {
+  throw std::runtime_error(tagged_status(status, std::string(function) + "(): " + context + status.message));
 }
 
 // The Status for an exception caught where none may escape (a batch

@@ -1,7 +1,7 @@
 // The binding's tensors, on torch's stable ABI only (torch/csrc/stable):
 // reading the encoded bytes of an input tensor, allocating outputs in the
-// layouts the decodes write, the batch's per-image slices, and the one ATen
-// kernel the exact resize borrows, called through the dispatcher by name.
+// layouts the decodes write, the batch's per-image slices and outcomes. The
+// ATen operators called by name live in binding/aten_calls.h.
 // Nothing here depends on torch's C++ ABI, so one build serves every torch
 // from TORCH_TARGET_VERSION on (see _build_config.TORCH_TARGET_VERSION).
 // Included only by decode_and_crop_jpeg.cpp, the extension's one
@@ -12,7 +12,6 @@
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "binding/aten_calls.h"
 #include "binding/errors.h"
 #include "csrc/pixel_formats.h"
 
@@ -69,7 +69,7 @@ Tensor new_output(int64_t channels, int64_t height, int64_t width, custom_op::Pi
   if (order == custom_op::PixelOrder::kPlanar) {
     return empty_bytes({channels, height, width});
   }
-  return torch::stable::permute(empty_bytes({height, width, channels}), {2, 0, 1});
+  return aten_permute(empty_bytes({height, width, channels}), {2, 0, 1});
 }
 
 // The tensor a decode writes its [channels, height, width] result to: `into`
@@ -81,27 +81,6 @@ Tensor output_tensor(const std::optional<Tensor>& into, int64_t channels, int64_
 }
 
 uint8_t* bytes_of(const Tensor& tensor) { return static_cast<uint8_t*>(tensor.mutable_data_ptr()); }
-
-// The [1, C, H, W] `input` resized to out_height x out_width by the very
-// ATen kernel that torchvision's resize(antialias=...) runs on uint8 CPU
-// tensors: aten::_upsample_bilinear2d_aa.vec or aten::upsample_bilinear2d.vec
-// (input, output_size, align_corners=False, scale_factors=None), called by
-// name through the dispatcher. Not the .out overloads: the stable ABI hands
-// a SymInt[] argument over as a list of SymInts, which ATen's CPU out
-// kernels (registered with int lists) refuse (torch 2.14: "Expected IntList
-// but got GenericList"); the .vec overloads are symbolic-int aware. Without
-// scale factors they compute the same sizes and weights as the out kernels.
-// The result keeps the input's memory format (channels_last in, channels_last out).
-Tensor resize_with_aten(const Tensor& input, int64_t out_height, int64_t out_width, bool antialias) {
-  using torch::stable::detail::from;
-  const std::vector<int64_t> size{out_height, out_width};
-  std::array<StableIValue, 4> stack{
-      from(input), from(std::optional<torch::headeronly::IntHeaderOnlyArrayRef>(size)), from(false),
-      from(std::optional<double>())};
-  const char* name = antialias ? "aten::_upsample_bilinear2d_aa" : "aten::upsample_bilinear2d";
-  STABLE_TORCH_ERROR_CODE_CHECK(torch_call_dispatcher(name, "vec", stack.data(), TORCH_ABI_VERSION));
-  return torch::stable::detail::to<Tensor>(stack[0]);
-}
 
 // Whether the [1, C, H, W] `tensor` is channels_last (NHWC) memory.
 bool is_channels_last(const Tensor& tensor) {

@@ -319,26 +319,31 @@ class BatchLane:
                  and self._fusable(sample.image, windows[index], options)]
         images = self._new_batch(len(samples), 1 if _mode(first) == "gray" else 3)
         if fused:
-            try:
-                self._decode_fused(plan, fused, images, options, num_threads)
-            except JpegDecodeError:
-                fused = []  # the batch fails as a whole: the per-sample decode names the file(s)
+            self._decode_fused(plan, fused, images, options, num_threads, failures)
         return self._decode_rest(plan, set(fused), images, failures)
 
     def _decode_fused(self, plan: _Plan, fused: list[int], images: torch.Tensor, options: Any,
-                      num_threads: Optional[int]) -> None:
+                      num_threads: Optional[int], failures: dict[int, Exception]) -> None:
+        """The fused samples in one batch call, each decoded once: a file that fails goes to
+        on_error (raised naming the file, or noted in ``failures`` for substitution)."""
         samples, windows = plan.samples, plan.windows
         boxes = [[windows[i]["top"], windows[i]["left"], windows[i]["height"], windows[i]["width"]]
                  for i in fused]
         arguments = {**options.decode_arguments(), "contiguous": True}
         datas = [samples[i].image.encoded_bytes() for i in fused]
         whole = len(fused) == len(samples)
-        decoded = decode_and_crop_jpeg_batch(
+        decoded, errors = decode_and_crop_jpeg_batch(
             datas, boxes, size=self._size(), antialias=bool(self.crop.antialias),
             num_threads=num_threads or self.num_threads, out=images if whole else None,
-            hflips=[plan.flips[i] for i in fused], **arguments)
+            hflips=[plan.flips[i] for i in fused], errors="return", **arguments)
         if not whole:
             images[fused] = decoded
+        for index, error in zip(fused, errors):
+            if isinstance(error, JpegDecodeError):  # named as the per-sample decode names it
+                source = getattr(samples[index].image, "source", None) or samples[index].name
+                self._fail_or_note(failures, index, JpegDecodeError(f"{source}: {error}"))
+            elif error is not None:
+                raise error
 
     def _decode_rest(self, plan: _Plan, done: set[int], images: torch.Tensor,
                      failures: dict[int, Exception]) -> torch.Tensor:
