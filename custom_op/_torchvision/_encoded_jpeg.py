@@ -121,6 +121,16 @@ def _refusal(name: str) -> TypeError:
                      "transforms, custom_op.transforms.DecodeJPEG(), or .decode()")
 
 
+def _converts(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether ``func`` is a ``.to`` that changes the dtype: ``to(dtype)``, ``to(device,
+    dtype)``, ``to(other_tensor)`` or ``dtype=`` (bytes as floats would be garbage pixels)."""
+    if _operation_name(func) != "to":
+        return False
+    dtypes = [kwargs.get("dtype")] + [arg.dtype if isinstance(arg, torch.Tensor) else arg
+                                      for arg in args[1:]]
+    return any(isinstance(dtype, torch.dtype) and dtype != torch.uint8 for dtype in dtypes)
+
+
 def _dynamo_is_tracing() -> bool:
     """True while torch.compile's Dynamo traces a frame (it probes its inputs' tensors then)."""
     from torch._guards import TracingContext  # private: only consulted on the way to an error
@@ -373,7 +383,8 @@ class EncodedJpeg(tv_tensors.Image):
         # the byte count; that raises too. torch's own code inside the operations allowed here
         # (pickling, copies) runs with __torch_function__ off, so it still sees the bytes.
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") not in _KEEPS_PENDING and (
+        converts = _converts(func, args, kwargs)
+        if (converts or getattr(func, "__name__", "") not in _KEEPS_PENDING) and (
                 any(map(_has_pending_resize, args)) or any(
                     isinstance(arg, (list, tuple)) and any(map(_has_pending_resize, arg))
                     for arg in args)):
@@ -382,7 +393,7 @@ class EncodedJpeg(tv_tensors.Image):
                                                          for key, value in kwargs.items()})
         name = _operation_name(func)
         is_property = getattr(func, "__name__", "") == "__get__"
-        if name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
+        if converts or name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
             raise _refusal(name)
         return super().__torch_function__(func, types, args, kwargs)
 
