@@ -65,10 +65,16 @@ custom_op::ColorMode to_mode(int64_t mode) {
 
 // For the functions that read only the header. Not strict: a warning in the
 // header changes neither the size nor the layout, and the decode functions
-// still raise for it when asked to be strict.
-custom_op::DecodeOptions header_only_options() {
+// still raise for it when asked to be strict. `max_pixels` is the caller's,
+// so that a header is refused (or accepted) when read by the limit its decode
+// will have.
+custom_op::DecodeOptions header_only_options(int64_t max_pixels = custom_op::Limits{}.max_pixels) {
+  if (max_pixels < 1) {
+    throw_value_error("max_pixels must be positive, got " + std::to_string(max_pixels));
+  }
   custom_op::DecodeOptions options;
   options.strict = false;
+  options.limits.max_pixels = max_pixels;
   return options;
 }
 
@@ -296,9 +302,9 @@ std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t>
 }
 
 // (height, width, channels) from the header.
-std::vector<int64_t> jpeg_size_kernel(Tensor data) {
+std::vector<int64_t> jpeg_size_kernel(Tensor data, int64_t max_pixels) {
   const ByteSpan bytes = span_of_tensor(data);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options(max_pixels));
   const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
   return {info.height, info.width, info.channels};
 }
@@ -307,7 +313,8 @@ std::vector<int64_t> jpeg_size_kernel(Tensor data) {
 // for a file whose header cannot be read (its loader reads it again, one at
 // a time, for the error that names it). One dispatch for a dataset's batch,
 // where a call per file cost more than the header read.
-std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
+std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas, int64_t max_pixels) {
+  const custom_op::DecodeOptions options = header_only_options(max_pixels);
   std::vector<int64_t> sizes;
   sizes.reserve(3 * datas.size());
   for (const Tensor& data : datas) {
@@ -315,7 +322,7 @@ std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
     custom_op::JpegInfo info;
     custom_op::Status status;
     try {
-      custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+      custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
       status = decoder.read_header(&info);
     } catch (...) {
       status = status_of_current_exception();
@@ -398,8 +405,8 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
         "int out_width, int mode, bool antialias, bool strict, int max_pixels, int max_scans, "
         "int num_threads, bool seek, Tensor(a!)? out, bool contiguous, int max_memory, "
         "int[] hflips) -> Tensor[]");
-  m.def("_jpeg_size(Tensor data) -> int[]");
-  m.def("_jpeg_sizes(Tensor[] datas) -> int[]");
+  m.def("_jpeg_size(Tensor data, int max_pixels) -> int[]");
+  m.def("_jpeg_sizes(Tensor[] datas, int max_pixels) -> int[]");
   m.def("_restart_geometry(Tensor data) -> int[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
         "int max_memory) -> (Tensor, int, bool)");

@@ -27,7 +27,8 @@ from torchvision import tv_tensors
 
 from .. import _orientation
 from .._arguments import JpegData, _as_encoded
-from .._decode import decode_and_crop_jpeg, jpeg_size
+from .._core import _native
+from .._decode import decode_and_crop_jpeg
 from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
@@ -298,8 +299,8 @@ class EncodedJpeg(tv_tensors.Image):
                 return cls.wrap(data.encoded_bytes(), data, options=options, source=source)
             data = data.encoded_bytes()  # the displayed size changes: read it again
         tensor = _byte_tensor(data)
-        with _named_errors(source):
-            height, width, stored_channels = jpeg_size(tensor)
+        with _named_errors(source):  # refused here by the limit the decodes will have
+            height, width, stored_channels = _native.jpeg_size(tensor, options.max_pixels)
         orientation = _orientation.exif_orientation(tensor) if options.apply_exif_orientation \
             else 1
         return cls._wrap(tensor, canvas_size=_orientation.displayed_size(orientation, height, width),
@@ -310,9 +311,9 @@ class EncodedJpeg(tv_tensors.Image):
     def from_header(cls, tensor: torch.Tensor, header: tuple[int, int, int],
                     options: DecodeOptions, *, source: Optional[str] = None) -> "EncodedJpeg":
         """An EncodedJpeg of the 1-D uint8 ``tensor`` whose header (height, width,
-        channels) was already read, as :meth:`with_options` would make it, for loaders that
-        read a batch's headers in one call. Not for ``options.apply_exif_orientation``,
-        whose displayed size needs the file's EXIF."""
+        channels) was already read with ``options.max_pixels``, as :meth:`with_options`
+        would make it, for loaders that read a batch's headers in one call. Not for
+        ``options.apply_exif_orientation``, whose displayed size needs the file's EXIF."""
         if options.apply_exif_orientation:
             raise ValueError("EncodedJpeg.from_header: apply_exif_orientation needs the EXIF: "
                              "use with_options")
