@@ -47,6 +47,11 @@ def test_encoded_jpeg_refuses_a_header_over_the_callers_limit(jpeg, exif: bool) 
                                               r"\(height x width\) " + _over(PIXELS - 1)):
         EncodedJpeg(jpeg, max_pixels=PIXELS - 1, source="cat.jpg", apply_exif_orientation=exif)
     assert EncodedJpeg(jpeg, max_pixels=PIXELS).canvas_size == (HEIGHT, WIDTH)
+    # New options on an EncodedJpeg (what the *JPEG transforms do) read the header again.
+    named = r"^cat\.jpg: jpeg_size\(\): .*" + _over(PIXELS - 1)
+    with pytest.raises(JpegDecodeError, match=named):
+        EncodedJpeg(EncodedJpeg(jpeg, source="cat.jpg", apply_exif_orientation=exif),
+                    max_pixels=PIXELS - 1, apply_exif_orientation=exif)
 
 
 def test_a_header_over_the_default_passes_under_the_callers_limit(jpeg) -> None:

@@ -296,6 +296,9 @@ class EncodedJpeg(tv_tensors.Image):
         if isinstance(data, EncodedJpeg):
             source = data.source if source is None else source
             if options.apply_exif_orientation == data.options.apply_exif_orientation:
+                if options.max_pixels != data.options.max_pixels:  # refused by the new limit
+                    with _named_errors(source):
+                        _native.jpeg_size(data.encoded_bytes(), options.max_pixels)
                 return cls.wrap(data.encoded_bytes(), data, options=options, source=source)
             data = data.encoded_bytes()  # the displayed size changes: read it again
         tensor = _byte_tensor(data)
