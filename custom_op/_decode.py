@@ -200,7 +200,7 @@ def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width
     orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
     if orientation != 1:  # the stored window, decoded as HWC and turned (custom_op/_orientation.py)
         y, x, height, width = _orientation.checked_stored_window(
-            name, orientation, _C.jpeg_size(encoded)[:2], y, x, height, width)
+            name, orientation, _C.jpeg_size(encoded, limits[0])[:2], y, x, height, width)
     planes = contiguous and orientation == 1
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
         pixels = _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
@@ -353,8 +353,8 @@ def _turned_resized_crop(encoded: torch.Tensor | memoryview, orientation: int,
     in the displayed image): the exact window turned then resized at full scale, the stored
     window resized at ``scale_num`` then turned otherwise."""
     name = "decode_and_resized_crop_jpeg"
-    stored = _orientation.checked_stored_window(name, orientation, _C.jpeg_size(encoded)[:2],
-                                                *window)
+    stored = _orientation.checked_stored_window(
+        name, orientation, _C.jpeg_size(encoded, options["max_pixels"])[:2], *window)
     if scale_num == 8:
         crop = decode_and_crop_jpeg(encoded, *window, apply_exif_orientation=True, **options)
         return _orientation.resize_as_torchvision(crop, size, antialias, contiguous=contiguous)

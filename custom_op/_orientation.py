@@ -161,9 +161,26 @@ def turn(pixels: torch.Tensor, orientation: int, *, contiguous: bool) -> torch.T
     turned = pixels.flip(flips) if flips else pixels
     if how.transpose:
         turned = turned.transpose(-2, -1)
+    return in_layout(turned, contiguous=contiguous)
+
+
+def in_layout(image: torch.Tensor, *, contiguous: bool) -> torch.Tensor:
+    """``image`` ([C, H, W]) in the decode functions' layout, with the very strides a new tensor
+    of that layout has (copied only when it has others).
+
+    ``.contiguous()`` is not enough: a side of 1 may carry any stride and the tensor still
+    counts as contiguous, and a turn leaves such strides (a transposed window 1 pixel wide).
+    ATen's uint8 resize reads its input by the strides of every side, so it would read past
+    the window into memory never written, different on every call.
+    """
+    channels, height, width = image.shape
+    fresh = (height * width, width, 1) if contiguous else (1, width * channels, channels)
+    if image.stride() == fresh:
+        return image
     if contiguous:
-        return turned.contiguous()
-    return turned.permute(1, 2, 0).contiguous().permute(2, 0, 1)
+        return torch.empty((channels, height, width), dtype=image.dtype).copy_(image)
+    hwc = torch.empty((height, width, channels), dtype=image.dtype)
+    return hwc.permute(2, 0, 1).copy_(image)
 
 
 def checked_stored_window(function: str, orientation: int, stored: tuple[int, int], top: int,
@@ -183,18 +200,17 @@ def resize_as_torchvision(image: torch.Tensor, size: tuple[int, int], antialias:
                           contiguous: bool) -> torch.Tensor:
     """A uint8 [C, H, W] image resized (bilinear) as torchvision's v2 resize does on the CPU.
 
-    The same ATen call on the same memory layout: a CHW view of HWC memory goes in as a
-    channels-last batch of one (torchvision restrides it so, pytorch/pytorch#68430), which
-    ATen's uint8 kernel resizes in that layout.
+    The same ATen call on the layout torchvision resizes decode_jpeg's output in: fresh HWC
+    memory (in_layout), as a channels-last batch of one (torchvision restrides it so,
+    pytorch/pytorch#68430). Every layout gives the same pixels, but ATen's uint8 kernel
+    handed contiguous 3-channel planes to resize to 1 x 1 fails an internal assert, whatever
+    the ``contiguous`` asked for the result.
     """
     if tuple(size) != tuple(image.shape[-2:]):
         channels, height, width = image.shape
-        batch = image.unsqueeze(0)
-        if batch.is_contiguous(memory_format=torch.channels_last):
-            batch = batch.as_strided((1, channels, height, width),
-                                     (image.numel(), *image.stride()))
+        hwc = in_layout(image, contiguous=False)
+        batch = hwc.unsqueeze(0).as_strided((1, channels, height, width),
+                                            (hwc.numel(), *hwc.stride()))
         image = torch.nn.functional.interpolate(batch, size=list(size), mode="bilinear",
                                                 align_corners=False, antialias=antialias)[0]
-    if contiguous:
-        return image.contiguous()
-    return image.permute(1, 2, 0).contiguous().permute(2, 0, 1)
+    return in_layout(image, contiguous=contiguous)

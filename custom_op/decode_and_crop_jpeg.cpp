@@ -44,10 +44,16 @@ namespace {
 
 // For the functions that read only the header. Not strict: a warning in the
 // header changes neither the size nor the layout, and the decode functions
-// still raise for it when asked to be strict.
-custom_op::DecodeOptions header_only_options() {
+// still raise for it when asked to be strict. `max_pixels` is the caller's,
+// so that a header is refused (or accepted) when read by the limit its decode
+// will have.
+custom_op::DecodeOptions header_only_options(int64_t max_pixels = custom_op::Limits{}.max_pixels) {
+  if (max_pixels < 1) {
+    throw_value_error("max_pixels must be positive, got " + std::to_string(max_pixels));
+  }
   custom_op::DecodeOptions options;
   options.strict = false;
+  options.limits.max_pixels = max_pixels;
   return options;
 }
 
@@ -186,9 +192,9 @@ std::tuple<Tensor, Tensor> batch_into_kernel(
 }
 
 // (height, width, channels) from the header.
-std::vector<int64_t> jpeg_size_kernel(Tensor data) {
+std::vector<int64_t> jpeg_size_kernel(Tensor data, int64_t max_pixels) {
   const ByteSpan bytes = span_of_tensor(data);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options(max_pixels));
   const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
   return {info.height, info.width, info.channels};
 }
@@ -198,7 +204,8 @@ std::vector<int64_t> jpeg_size_kernel(Tensor data) {
 // time, for the error that names it); no header has a side of 0, and the
 // fake kernel's sizes cannot be negative. One dispatch for a dataset's batch,
 // where a call per file cost more than the header read.
-std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
+std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas, int64_t max_pixels) {
+  const custom_op::DecodeOptions options = header_only_options(max_pixels);
   std::vector<int64_t> sizes;
   sizes.reserve(3 * datas.size());
   for (const Tensor& data : datas) {
@@ -206,7 +213,7 @@ std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
     custom_op::JpegInfo info;
     custom_op::Status status;
     try {
-      custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
+      custom_op::JpegDecoder decoder(bytes.data, bytes.size, options);
       status = decoder.read_header(&info);
     } catch (...) {
       status = status_of_current_exception();
@@ -296,8 +303,8 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
         "int out_width, int color_mode, bool antialias, bool strict, int max_pixels, "
         "int max_scans, int num_threads, bool seek, Tensor(a!) out, bool contiguous, int max_memory, "
         "int[] hflips) -> (Tensor codes, Tensor messages)");
-  m.def("_jpeg_size(Tensor data) -> SymInt[]");
-  m.def("_jpeg_sizes(Tensor[] datas) -> SymInt[]");
+  m.def("_jpeg_size(Tensor data, int max_pixels) -> SymInt[]");
+  m.def("_jpeg_sizes(Tensor[] datas, int max_pixels) -> SymInt[]");
   m.def("_restart_geometry(Tensor data) -> SymInt[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
         "int max_memory) -> (Tensor, SymInt, SymInt)");

@@ -22,6 +22,9 @@
 //   - HWC (interleaved) output holds the same pixels as CHW planes;
 //   - the resized path, at every DCT scale, is deterministic and equals the
 //     window of a decode of every column at that scale (check_resized);
+//   - windows 1 to 3 pixels a side, as turned files ask for them, decode and
+//     resize deterministically in every mode, HWC equal to CHW
+//     (check_narrow_windows);
 //   - a grid crop (csrc/grid_crop.h) of a rectangle equals the same rectangle
 //     of the grid crop of the whole grid, bit for bit, for grids smaller,
 //     larger and one row high, with and without antialias, in CHW and HWC
@@ -487,7 +490,7 @@ bool check_limits(const std::string& name, const Bytes& file) {
 // into a buffer pre-filled with `fill`.
 Decoded decode_resized(const Bytes& file, const Window& window, ColorMode mode,
                        const DecodeOptions& options, int scale_num, int out_height, int out_width,
-                       uint8_t fill) {
+                       uint8_t fill, custom_op::PixelOrder order = custom_op::PixelOrder::kPlanar) {
   Decoded result;
   JpegDecoder decoder(file.data(), file.size(), options);
   result.status = decoder.read_header(&result.info);
@@ -498,7 +501,7 @@ Decoded decode_resized(const Bytes& file, const Window& window, ColorMode mode,
                            static_cast<size_t>(out_height) * out_width,
                        fill);
   result.status = decoder.decode_resized(window, mode, scale_num, out_height, out_width,
-                                         /*antialias=*/true, result.pixels.data());
+                                         /*antialias=*/true, result.pixels.data(), order);
   return result;
 }
 
@@ -549,6 +552,61 @@ bool check_resized(const std::string& name, const Bytes& file) {
             decode_resized(file, w, mode, every_column, scale, out_height, out_width, 0x77);
         c.expect(reference.status.ok() && reference.pixels == ours.pixels,
                  what + " differs from the window of a decode of every column");
+      }
+    }
+  }
+  return c.passed();
+}
+
+// What a window of an EXIF-turned file asks of the core: the stored window,
+// often 1 to 3 pixels on a side (a displayed window 1 pixel wide of a
+// transposed file is 1 pixel high here), decoded exactly or resized at a
+// reduced scale, in HWC order (the Python layer turns it), in every mode,
+// 1-channel ones included. Each result is the same twice (pre-filled
+// differently) and, in HWC, the planar result's pixels: under `make
+// valgrind` memcheck reports any of them computed from memory never written.
+bool check_narrow_windows(const std::string& name, const Bytes& file) {
+  Case c(name + " [narrow windows]");
+  DecodeOptions options;
+  options.limits.max_pixels = kMaxPixels;
+  const Decoded whole = decode(file, Window{}, ColorMode::kRgb, options, 0);
+  if (!whole.status.ok()) {
+    return true;
+  }
+  const int64_t height = whole.info.height;
+  const int64_t width = whole.info.width;
+  std::vector<Window> windows = {Window{height / 3, 0, 1, width}, Window{0, width / 3, height, 1}};
+  for (int64_t h = 1; h <= std::min<int64_t>(3, height); ++h) {
+    for (int64_t w = 1; w <= std::min<int64_t>(3, width); ++w) {
+      windows.push_back(Window{height - h, width - w, h, w});
+    }
+  }
+  const std::pair<int, int> sizes[] = {{1, 1}, {1, 2}, {2, 1}, {3, 3}};
+  using custom_op::PixelOrder;
+  for (ColorMode mode : {ColorMode::kGray, ColorMode::kUnchanged, ColorMode::kRgb}) {
+    const int channels = custom_op::output_channels(whole.info, mode);
+    for (const Window& w : windows) {
+      const Decoded planes = decode(file, w, mode, options, 0x11, PixelOrder::kPlanar);
+      const Decoded rows = decode(file, w, mode, options, 0xee, PixelOrder::kInterleaved);
+      c.expect(planes.status.ok() && rows.status.ok() && to_planes(rows.pixels, channels) == planes.pixels,
+               describe(w) + " in " + mode_name(mode) + ": HWC differs from CHW");
+      for (int scale : {1, 2, 4}) {
+        for (const auto& [out_height, out_width] : sizes) {
+          const std::string what = describe(w) + " to " + std::to_string(out_height) + "x" +
+                                   std::to_string(out_width) + " at " + std::to_string(scale) +
+                                   "/8 in " + mode_name(mode);
+          const Decoded first = decode_resized(file, w, mode, options, scale, out_height, out_width,
+                                               0, PixelOrder::kInterleaved);
+          const Decoded second = decode_resized(file, w, mode, options, scale, out_height,
+                                                out_width, 0xff, PixelOrder::kInterleaved);
+          const Decoded planar = decode_resized(file, w, mode, options, scale, out_height,
+                                                out_width, 0x77);
+          c.expect(first.status.ok() && second.status.ok() && planar.status.ok(),
+                   what + " failed: " + first.status.message);
+          c.expect(first.pixels == second.pixels, what + " differs between two calls");
+          c.expect(to_planes(first.pixels, channels) == planar.pixels,
+                   what + ": HWC differs from CHW");
+        }
       }
     }
   }
@@ -853,6 +911,7 @@ int main(int argc, char** argv) {
     }
     count(check_limits(path, file));
     count(check_resized(path, file));
+    count(check_narrow_windows(path, file));
     count(check_grid(path, file, seed));
     Bytes prepared;
     custom_op::PrepareInfo prepare_info;

@@ -146,12 +146,15 @@ valgrind-tools:
 
 # Uninitialised reads inside libjpeg (a faulty jpeg_crop_scanline leaves
 # rows half upsampled) reach our resampler as values; memcheck reports the
-# first branch on them. Only the sampling-factor seeds: under valgrind the
-# whole corpus would take many minutes. libjpeg-turbo's SIMD code runs off:
+# first branch on them. Only the sampling-factor seeds and one grayscale
+# file (1-channel windows, as EXIF-turned files ask for them: core_test's
+# check_narrow_windows): under valgrind the whole corpus would take many
+# minutes. libjpeg-turbo's SIMD code runs off:
 # its h2v1 upsampler reads a vector past a cropped row's end and memcheck,
 # which tracks definedness per lane only roughly, then flags the last pixel
 # (which equals the plain C code's bit for bit: core_test compares it with a
 # decode of every column). JSIMD_FORCENONE selects libjpeg's C code.
 valgrind: $(CORE_TEST_PLAIN_BIN) $(FUZZ_SEEDS)/.done | valgrind-tools
 	JSIMD_FORCENONE=1 valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
-	  --track-origins=yes --quiet ./$(CORE_TEST_PLAIN_BIN) $(FUZZ_SEEDS)/samp-*.jpg
+	  --track-origins=yes --quiet ./$(CORE_TEST_PLAIN_BIN) $(FUZZ_SEEDS)/samp-*.jpg \
+	  $(FUZZ_SEEDS)/base-gray-q90-48x64.jpg

@@ -303,6 +303,41 @@ def test_computing_on_the_bytes_as_pixels_is_refused(files, operation) -> None:
         operation(encoded)
 
 
+TO_OTHER_DTYPES = {
+    "dtype": lambda e: e.to(torch.float32),
+    "dtype-keyword": lambda e: e.to(dtype=torch.float32),
+    "device-dtype": lambda e: e.to("cpu", torch.float32),
+    "device-dtype-keywords": lambda e: e.to(device=torch.device("cpu"), dtype=torch.int64),
+    "dtype-non-blocking": lambda e: e.to(torch.float16, non_blocking=True, copy=True),
+    "other-tensor": lambda e: e.to(torch.zeros(1)),
+    "torch.Tensor.to": lambda e: torch.Tensor.to(e, torch.float64),
+}
+
+
+@pytest.mark.parametrize("form", list(TO_OTHER_DTYPES))
+def test_to_another_dtype_is_refused_like_float(files, form: str) -> None:
+    """.to() that changes the dtype computes on the bytes as .float() does: refused alike; with
+    a resize pending, it gets the resized image, as every other operation does."""
+    encoded = EncodedJpeg(files["420-base-q90-120x200"])
+    with pytest.raises(TypeError, match=r"^to\(\) cannot run on an EncodedJpeg: it holds a "
+                                        r"JPEG's encoded bytes, not pixels. Decode it first"):
+        TO_OTHER_DTYPES[form](encoded)
+    pending = F.resize(encoded, [30, 50])
+    converted = TO_OTHER_DTYPES[form](pending)
+    assert converted.shape == (3, 30, 50) and converted.dtype != torch.uint8
+    assert torch.equal(converted, pending.decode().to(converted.dtype))
+
+
+@pytest.mark.parametrize("move", [lambda e: e.to(torch.uint8), lambda e: e.to("cpu"),
+                                  lambda e: e.to("cpu", torch.uint8, copy=True),
+                                  lambda e: e.to(torch.zeros(1, dtype=torch.uint8))],
+                         ids=["uint8", "device", "device-uint8", "uint8-tensor"])
+def test_to_without_a_dtype_change_keeps_the_file(files, move) -> None:
+    encoded = EncodedJpeg(files["420-base-q90-120x200"])
+    moved = move(encoded)
+    assert type(moved) is EncodedJpeg and torch.equal(moved.decode(), encoded.decode())
+
+
 class _InMemory(Dataset):
     """EncodedJpegs made in the main process, so they are pickled into spawned workers."""
 

@@ -120,9 +120,10 @@ CASES = {
         "bad-file": lambda f: _batch_into(f, ["truncated", "rgb"], [(3, 5, 40, 60)] * 2, (8, 8),
                                           RGB, True),
     },
-    "_jpeg_size": {name: (lambda f, n=name: (f[n],)) for name in ("rgb", "gray", "cmyk")},
-    "_jpeg_sizes": {"three": lambda f: ([f["rgb"], f["gray"], f["cmyk"]],),
-                    "unreadable": lambda f: ([f["rgb"], torch.zeros(16, dtype=torch.uint8)],)},
+    "_jpeg_size": {name: (lambda f, n=name: (f[n], LIMITS[0])) for name in ("rgb", "gray", "cmyk")},
+    "_jpeg_sizes": {"three": lambda f: ([f["rgb"], f["gray"], f["cmyk"]], LIMITS[0]),
+                    "unreadable": lambda f: ([f["rgb"], torch.zeros(16, dtype=torch.uint8)],
+                                             LIMITS[0])},
     "_restart_geometry": {name: (lambda f, n=name: (f[n],)) for name in ("rgb", "restarts")},
     "_prepare_jpeg": {name: (lambda f, n=name: (f[n], *LIMITS, 64, MEMORY))
                       for name in ("rgb", "baseline")},
@@ -168,7 +169,7 @@ COMPILED = {
     "_decode_grid_crop": lambda f: _ns()._decode_grid_crop.default(
         *CASES["_decode_grid_crop"]["unchanged-chw"](f)).float().mean(),
     "_jpeg_size": lambda f: torch.stack([f["rgb"][:1] * 0 + side
-                                         for side in _ns()._jpeg_size.default(f["rgb"])]),
+                                         for side in _ns()._jpeg_size.default(f["rgb"], LIMITS[0])]),
 }
 
 

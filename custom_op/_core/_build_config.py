@@ -41,9 +41,10 @@ HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pix
            "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
            "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
            "csrc/jpeg_decoder.h", "csrc/grid_crop.h", "csrc/mirror.h",
-           "csrc/prepare.h", "binding/errors.h", "binding/loaded_libjpeg.h",
-           "binding/python_module.h", "binding/stable_tensors.h", "binding/thread_pool.h",
-           "binding/aten_calls.h", "binding/window_decode.h", "binding/batch.h")
+           "csrc/prepare.h", "binding/errors.h", "binding/exact_resize.h",
+           "binding/loaded_libjpeg.h", "binding/python_module.h", "binding/stable_tensors.h",
+           "binding/thread_pool.h", "binding/aten_calls.h", "binding/window_decode.h",
+           "binding/batch.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_core/_build_config.py")
 

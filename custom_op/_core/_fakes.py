@@ -205,12 +205,12 @@ def _batch_into_fake(datas, boxes, scale_nums, out_height, out_width, mode, anti
     return _outcomes(datas)
 
 
-def _header_fake(data) -> list:
+def _header_fake(data, max_pixels) -> list:
     check_data("jpeg_size", data)
     return [_dynamic(1, _MAX_SIDE), _dynamic(1, _MAX_SIDE), _dynamic(1, 4)]
 
 
-def _headers_fake(datas) -> list:
+def _headers_fake(datas, max_pixels) -> list:
     for data in datas:
         check_data("jpeg_sizes", data)
     return [_dynamic(0, maximum) for _ in datas for maximum in (_MAX_SIDE, _MAX_SIDE, 4)]

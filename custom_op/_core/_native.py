@@ -118,15 +118,22 @@ def call(name: str, *args):
         raise translate(error) from None
 
 
-def jpeg_size(data: Buffer) -> tuple[int, int, int]:
-    return tuple(call("_jpeg_size", as_tensor(data)))
+#: The core's default max_pixels (csrc/limits.h), for the header reads' default.
+_DEFAULT_MAX_PIXELS = 1 << 28
 
 
-def jpeg_sizes(datas: Sequence[Buffer]) -> list[Optional[tuple[int, int, int]]]:
-    """(height, width, channels) of each file, or None where the header cannot be read."""
+def jpeg_size(data: Buffer, max_pixels: int = _DEFAULT_MAX_PIXELS) -> tuple[int, int, int]:
+    """(height, width, channels); a header over ``max_pixels`` raises JpegDecodeError."""
+    return tuple(call("_jpeg_size", as_tensor(data), max_pixels))
+
+
+def jpeg_sizes(datas: Sequence[Buffer], max_pixels: int = _DEFAULT_MAX_PIXELS
+               ) -> list[Optional[tuple[int, int, int]]]:
+    """(height, width, channels) of each file, or None where the header cannot be read or is
+    over ``max_pixels``."""
     if not datas:
         return []
-    flat = call("_jpeg_sizes", [as_tensor(data) for data in datas])
+    flat = call("_jpeg_sizes", [as_tensor(data) for data in datas], max_pixels)
     return [None if flat[i] == 0 else (flat[i], flat[i + 1], flat[i + 2])
             for i in range(0, len(flat), 3)]
 

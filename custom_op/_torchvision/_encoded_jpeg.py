@@ -27,7 +27,8 @@ from torchvision import tv_tensors
 
 from .. import _orientation
 from .._arguments import JpegData, _as_encoded
-from .._decode import decode_and_crop_jpeg, jpeg_size
+from .._core import _native
+from .._decode import decode_and_crop_jpeg
 from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
@@ -119,6 +120,16 @@ def _refusal(name: str) -> TypeError:
     return TypeError(f"{name}() cannot run on an EncodedJpeg: it holds a JPEG's encoded "
                      "bytes, not pixels. Decode it first: a crop or resize of torchvision's v2 "
                      "transforms, custom_op.transforms.DecodeJPEG(), or .decode()")
+
+
+def _converts(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    """Whether ``func`` is a ``.to`` that changes the dtype: ``to(dtype)``, ``to(device,
+    dtype)``, ``to(other_tensor)`` or ``dtype=`` (bytes as floats would be garbage pixels)."""
+    if _operation_name(func) != "to":
+        return False
+    dtypes = [kwargs.get("dtype")] + [arg.dtype if isinstance(arg, torch.Tensor) else arg
+                                      for arg in args[1:]]
+    return any(isinstance(dtype, torch.dtype) and dtype != torch.uint8 for dtype in dtypes)
 
 
 def _dynamo_is_tracing() -> bool:
@@ -285,11 +296,14 @@ class EncodedJpeg(tv_tensors.Image):
         if isinstance(data, EncodedJpeg):
             source = data.source if source is None else source
             if options.apply_exif_orientation == data.options.apply_exif_orientation:
+                if options.max_pixels != data.options.max_pixels:  # refused by the new limit
+                    with _named_errors(source):
+                        _native.jpeg_size(data.encoded_bytes(), options.max_pixels)
                 return cls.wrap(data.encoded_bytes(), data, options=options, source=source)
             data = data.encoded_bytes()  # the displayed size changes: read it again
         tensor = _byte_tensor(data)
-        with _named_errors(source):
-            height, width, stored_channels = jpeg_size(tensor)
+        with _named_errors(source):  # refused here by the limit the decodes will have
+            height, width, stored_channels = _native.jpeg_size(tensor, options.max_pixels)
         orientation = _orientation.exif_orientation(tensor) if options.apply_exif_orientation \
             else 1
         return cls._wrap(tensor, canvas_size=_orientation.displayed_size(orientation, height, width),
@@ -300,9 +314,9 @@ class EncodedJpeg(tv_tensors.Image):
     def from_header(cls, tensor: torch.Tensor, header: tuple[int, int, int],
                     options: DecodeOptions, *, source: Optional[str] = None) -> "EncodedJpeg":
         """An EncodedJpeg of the 1-D uint8 ``tensor`` whose header (height, width,
-        channels) was already read, as :meth:`with_options` would make it, for loaders that
-        read a batch's headers in one call. Not for ``options.apply_exif_orientation``,
-        whose displayed size needs the file's EXIF."""
+        channels) was already read with ``options.max_pixels``, as :meth:`with_options`
+        would make it, for loaders that read a batch's headers in one call. Not for
+        ``options.apply_exif_orientation``, whose displayed size needs the file's EXIF."""
         if options.apply_exif_orientation:
             raise ValueError("EncodedJpeg.from_header: apply_exif_orientation needs the EXIF: "
                              "use with_options")
@@ -373,7 +387,8 @@ class EncodedJpeg(tv_tensors.Image):
         # the byte count; that raises too. torch's own code inside the operations allowed here
         # (pickling, copies) runs with __torch_function__ off, so it still sees the bytes.
         kwargs = kwargs or {}
-        if getattr(func, "__name__", "") not in _KEEPS_PENDING and (
+        converts = _converts(func, args, kwargs)
+        if (converts or getattr(func, "__name__", "") not in _KEEPS_PENDING) and (
                 any(map(_has_pending_resize, args)) or any(
                     isinstance(arg, (list, tuple)) and any(map(_has_pending_resize, arg))
                     for arg in args)):
@@ -382,7 +397,7 @@ class EncodedJpeg(tv_tensors.Image):
                                                          for key, value in kwargs.items()})
         name = _operation_name(func)
         is_property = getattr(func, "__name__", "") == "__get__"
-        if name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
+        if converts or name in _SIZE_QUERIES or (name not in _BYTE_OPERATIONS and not is_property):
             raise _refusal(name)
         return super().__torch_function__(func, types, args, kwargs)
 

@@ -317,7 +317,10 @@ class BatchLane:
         options = first.options if first is not None else None
         fused = [index for index, sample in enumerate(samples) if index not in failures
                  and self._fusable(sample.image, windows[index], options)]
-        images = self._new_batch(len(samples), 1 if _mode(first) == "gray" else 3)
+        # The channels of the first sample read, JPEG or not (a batch of PNGs in a gray folder
+        # is 1-channel, as the per-sample pipeline's).
+        loaded = next((s.image for s in samples if s.image is not None), None)
+        images = self._new_batch(len(samples), _channels(loaded))
         if fused:
             self._decode_fused(plan, fused, images, options, num_threads, failures)
         return self._decode_rest(plan, set(fused), images, failures)
@@ -357,6 +360,11 @@ class BatchLane:
             except JpegDecodeError as error:
                 self._fail_or_note(failures, index, error)
                 continue
+            if image.shape[-3] != images.shape[1]:  # would broadcast 1 channel into 3
+                raise ValueError(f"BatchLane: {sample.name} gives {image.shape[-3]} channels, the "
+                                 f"batch's first image {images.shape[1]}: files that decode to "
+                                 "different channel counts cannot be stacked (mode='unchanged' "
+                                 "over gray and colour files); use mode='rgb' or 'gray'")
             images[index] = image.flip(-1) if plan.flips[index] else image
         return images
 
@@ -415,10 +423,12 @@ class BatchLane:
         return images, labels
 
 
-def _mode(image: Any) -> str:
+def _channels(image: Any) -> int:
+    """The channels ``image`` gives decoded: an EncodedJpeg's by its mode and file, a decoded
+    image's (a PNG, decoded in the dataset's mode) by its shape; 3 for no image."""
     if isinstance(image, EncodedJpeg):
-        return image.options.mode
-    return "gray" if image is not None and image.shape[-3] == 1 else "rgb"
+        return image.num_channels
+    return 3 if image is None else int(image.shape[-3])
 
 
 def _checked_epoch(epoch: Any) -> int:

@@ -70,9 +70,16 @@ def _decode_other_format(raw: bytearray, source: str, mode: str) -> tv_tensors.I
     return tv_tensors.Image(image)
 
 
-#: The decode options of the helpers here: EXIF orientation applied, as ``datasets``' Image()
-#: feature does (PIL.ImageOps.exif_transpose), so that switching to custom_op keeps the images.
-HF_OPTIONS = DecodeOptions(apply_exif_orientation=True)
+def hf_decode_options(function: str, **decode_options: Any) -> DecodeOptions:
+    """The decode options of every Hugging Face source (hf_image, HfImageTransform, the lane's
+    HfRows), per sample and batched alike: EXIF orientation applied unless the caller says
+    otherwise, as ``datasets``' Image() feature does (PIL.ImageOps.exif_transpose), so that
+    switching to custom_op keeps the images; the rest DecodeOptions' defaults."""
+    return DecodeOptions.checked(function, **{"apply_exif_orientation": True, **decode_options})
+
+
+#: hf_decode_options without options of the caller's.
+HF_OPTIONS = hf_decode_options("hf_image")
 
 
 def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
@@ -184,8 +191,7 @@ class HfImageTransform:
         self.transform = transform
         self.column = column
         self.on_error = on_error
-        self.options = DecodeOptions.checked(
-            "HfImageTransform", **{"apply_exif_orientation": True, **decode_options})
+        self.options = hf_decode_options("HfImageTransform", **decode_options)
         self.substitutions = 0
 
     def __repr__(self) -> str:

@@ -14,7 +14,7 @@ from .._torchvision._encoded_jpeg import DecodeOptions
 from .._core._errors import JpegDecodeError
 from ._lane_sample import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
-from ._huggingface import hf_image
+from ._huggingface import hf_decode_options, hf_image
 from ._loading import load_samples
 
 __all__ = ["HfRows", "lane_source", "tar_lane_samples"]
@@ -58,7 +58,10 @@ class HfRows:
         column: The image column.
         label_column: The label column.
         on_error: The lane's default policy (see :class:`BatchLane`).
-        decode_options: ``mode``, ``strict``, ... (see :class:`custom_op.EncodedJpeg`).
+        decode_options: ``mode``, ``strict``, ... (see :class:`custom_op.EncodedJpeg`);
+            ``apply_exif_orientation`` defaults to True, as for
+            :class:`custom_op.datasets.HfImageTransform` (the per-sample pipeline) and
+            ``datasets``' ``Image()``.
 
     Raises:
         ValueError: ``on_error`` is not a policy, or a column is missing.
@@ -79,7 +82,7 @@ class HfRows:
                 raise ValueError(f"HfRows: no column {name!r}; the columns are {sorted(names)}")
         self.dataset, self.column, self.label_column = dataset, column, label_column
         self.on_error = on_error
-        self.options = DecodeOptions.checked("HfRows", **decode_options)
+        self.options = hf_decode_options("HfRows", **decode_options)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -108,9 +111,15 @@ def lane_source(source: Any) -> Any:
                     f"shard samples, got {type(source).__name__}")
 
 
+#: The decode options of tar shard members: the image as stored, as webdataset's own decoders
+#: (``wds.decode("pil")``, "torchrgb") and ``EncodedJpeg(member)`` give it, per sample.
+TAR_OPTIONS = DecodeOptions()
+
+
 def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
                      options: Optional[DecodeOptions] = None) -> list[LaneSample]:
-    """webdataset samples (``__key__``, ``__url__`` and member bytes) as LaneSamples."""
+    """webdataset samples (``__key__``, ``__url__`` and member bytes) as LaneSamples, decoded
+    with ``options`` (default TAR_OPTIONS)."""
     lane_samples = []
     for sample in samples:
         url = sample.get('__url__', '<tar>')
@@ -121,7 +130,7 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
         label = int(sample[label_key]) if label_key in sample else None
         try:
             # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
-            image = hf_image(sample[image_key], options or DecodeOptions(), source=name)
+            image = hf_image(sample[image_key], options or TAR_OPTIONS, source=name)
             lane_samples.append(LaneSample(image, label, name, key=key))
         except JpegDecodeError as error:
             lane_samples.append(LaneSample(None, label, name, error, key=key))

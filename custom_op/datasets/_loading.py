@@ -158,7 +158,8 @@ def load_samples(paths: Sequence[str], options: DecodeOptions = DecodeOptions()
     jpegs = [] if options.apply_exif_orientation else \
         [index for index, raw in enumerate(raws) if raw.startswith(JPEG_SIGNATURE)]
     tensors = {index: torch.frombuffer(raws[index], dtype=torch.uint8) for index in jpegs}
-    headers = dict(zip(jpegs, _native.jpeg_sizes([tensors[index] for index in jpegs])))
+    headers = dict(zip(jpegs, _native.jpeg_sizes([tensors[index] for index in jpegs],
+                                                 options.max_pixels)))
     samples: list[Union[EncodedJpeg, tv_tensors.Image, JpegDecodeError]] = []
     for index, (path, raw) in enumerate(zip(paths, raws)):
         header = headers.get(index)

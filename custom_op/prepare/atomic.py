@@ -25,17 +25,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import itertools
+import json
 import os
 import shutil
-from typing import Callable
+from typing import Callable, Sequence
 
 from .._regular_files import open_regular
-from .items import Task
+from .items import Outcome, Task, findings_of
 
 #: DST's private folder, holding the lock and the temporary files (see workspace.py).
 PRIVATE_FOLDER = ".custom_op-prepare"
 #: The extended attribute holding the identity of an output's source.
 IDENTITY_ATTRIBUTE = "user.custom_op.source"
+#: The extended attribute holding what the run found in an output (items.findings_of): JSON.
+FINDINGS_ATTRIBUTE = "user.custom_op.findings"
 # The identity's format: a version, then the fields; another version never matches.
 _IDENTITY_FORMAT = "1 size={} mtime_ns={} inode={}"
 # Errors that mean "this file system (or platform) keeps no user extended attributes".
@@ -77,10 +80,13 @@ def identity(size: int, mtime_ns: int, inode: int) -> bytes:
     return _IDENTITY_FORMAT.format(size, mtime_ns, inode).encode("ascii")
 
 
-def replace_atomically(task: Task, write: Callable[[str], None]) -> None:
+def replace_atomically(task: Task, write: Callable[[str], None],
+                       outcomes: Sequence[Outcome] = ()) -> None:
     """Has ``write`` fill a temporary file, finishes it (below) and renames it to its final name.
 
-    Finishing: the source's identity is recorded, its access and modification
+    Finishing: the source's identity is recorded, and the findings of
+    ``outcomes`` (read after ``write``, which may add a shard's members' to
+    them: items.findings_of), its access and modification
     times and mode bits are given to the file, and the file is flushed to disk,
     all before the rename, so that whatever stands under the final name, even
     after a kill or a power cut, is a complete output with its source's
@@ -91,18 +97,20 @@ def replace_atomically(task: Task, write: Callable[[str], None]) -> None:
     temporary = temporary_name(task)
     try:
         write(temporary)
-        _finish(temporary, task)
+        _finish(temporary, task, findings_of(list(outcomes)))
         os.replace(temporary, task.destination)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)  # only left when something above failed or was interrupted
 
 
-def _finish(temporary: str, task: Task) -> None:
-    """Identity, times, mode, fsync: on one descriptor, so a read-only mode set last still lets
-    the flush through."""
+def _finish(temporary: str, task: Task, findings: list[list]) -> None:
+    """Identity, findings, times, mode, fsync: on one descriptor, so a read-only mode set last
+    still lets the flush through."""
     descriptor = os.open(temporary, os.O_RDONLY)
     try:
+        if findings:
+            _set_attribute(descriptor, FINDINGS_ATTRIBUTE, json.dumps(findings).encode())
         _record_identity(descriptor, task)
         os.utime(descriptor, ns=task.times_ns)
         os.chmod(descriptor, task.mode)
@@ -113,14 +121,35 @@ def _finish(temporary: str, task: Task) -> None:
 
 
 def _record_identity(descriptor: int, task: Task) -> None:
+    _set_attribute(descriptor, IDENTITY_ATTRIBUTE,
+                   identity(task.size, task.times_ns[1], task.inode))
+
+
+def _set_attribute(descriptor: int, name: str, value: bytes) -> None:
     if not _HAS_ATTRIBUTES:
         return
     try:
-        os.setxattr(descriptor, IDENTITY_ATTRIBUTE,
-                    identity(task.size, task.times_ns[1], task.inode))
+        os.setxattr(descriptor, name, value)
     except OSError as error:
         if error.errno not in _NO_ATTRIBUTES:
             raise  # e.g. no space left for the attribute: the output must not look done
+
+
+def recorded_findings(destination: str) -> list[list]:
+    """The findings ``destination`` was written with (see replace_atomically); [] for none."""
+    try:
+        entries = json.loads(os.getxattr(destination, FINDINGS_ATTRIBUTE))
+    except (OSError, ValueError, AttributeError):  # none, unreadable, or no attributes here
+        return []
+    return valid_findings(entries)
+
+
+def valid_findings(entries: object) -> list[list]:
+    """``entries`` as read back from an attribute or the journal, without what is malformed."""
+    if not isinstance(entries, list):
+        return []
+    return [entry for entry in entries if isinstance(entry, list) and len(entry) == 4
+            and all(isinstance(field, str) for field in entry[:3])]
 
 
 def flush_file(path: str) -> None:

@@ -132,12 +132,13 @@ def handle_file(task: Task, verify: bool, max_memory: int = DEFAULT_MAX_MEMORY) 
         data, reason = _read_if_preparable(task.source, max_memory)
         if data is not None:
             rewrite = rewrite_jpeg(data, verify, max_memory)
-            atomic.replace_atomically(task, atomic.write_bytes(rewrite.data))
             outcome = Outcome(task.relative, rewrite.kind, rewrite.reason, len(data),
                               len(rewrite.data), rewrite.was_progressive,
                               verify_seconds=rewrite.verify_seconds)
+            atomic.replace_atomically(task, atomic.write_bytes(rewrite.data), [outcome])
         else:
-            atomic.replace_atomically(task, atomic.copy_from(task.source))
+            atomic.replace_atomically(task, atomic.copy_from(task.source),
+                                      [Outcome(task.relative, COPIED, reason)])
             size = os.path.getsize(task.destination)
             outcome = Outcome(task.relative, COPIED, reason if size else EMPTY_FILE, size, size)
     except Exception as error:  # noqa: BLE001 - one unreadable file must not end a long run

@@ -84,6 +84,16 @@ class Outcome(NamedTuple):
     member: bool = False
 
 
+def findings_of(outcomes: list[Outcome]) -> list[list]:
+    """What an output records of its outcomes for later runs (atomic.py, journal.py): each
+    JPEG refused and copied unprepared and each that failed verification, as [path, kind,
+    reason, member]. A rerun leaves the output alone and would not find them again; the exit
+    status describes the tree, so they come back from the output (walk.plan)."""
+    return [[outcome.relative, outcome.kind, outcome.reason, outcome.member]
+            for outcome in outcomes if outcome.kind == VERIFY_FAILED
+            or (outcome.kind == COPIED and outcome.reason not in NOTHING_TO_PREPARE)]
+
+
 def describe(error: BaseException) -> str:
     """A one-line reason for an error: its message, with the type when that says more."""
     if isinstance(error, JpegDecodeError):

@@ -10,9 +10,10 @@ the identities in a journal instead: the file ``DST/.custom_op-prepare-journal``
 size), written to a temporary in the private folder, flushed and renamed, so
 it is whole or absent even after a kill. An output counts as done only when
 its journal entry names the source as it is now and the output as it is now,
-which is the guarantee the attribute gives. A killed run loses the entries
-since its last save: those outputs are simply redone. Entries of files that
-are no longer in SRC are dropped.
+which is the guarantee the attribute gives. It also keeps what the run found
+in each output (items.findings_of), as the findings attribute would. A killed
+run loses the entries since its last save: those outputs are simply redone.
+Entries of files that are no longer in SRC are dropped.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import os
 import time
 from typing import Optional
 
-from .atomic import PRIVATE_FOLDER, flush_file
+from .atomic import PRIVATE_FOLDER, flush_file, valid_findings
 
 #: The journal's name at the top of DST (a file: ImageFolder takes only folders for classes).
 JOURNAL_NAME = ".custom_op-prepare-journal"
@@ -63,8 +64,12 @@ class Journal:
     def __init__(self, destination: str) -> None:
         self.destination = destination
         self.path = os.path.join(destination, JOURNAL_NAME)
-        self.previous = self._load()
+        content = self._load()
+        entries, findings = content.get("outputs"), content.get("findings")
+        self.previous = entries if isinstance(entries, dict) else {}
+        self.previous_findings = findings if isinstance(findings, dict) else {}
         self.entries: dict[str, list[int]] = {}
+        self.findings: dict[str, list[list]] = {}
         self.last_save = time.monotonic()
 
     def _load(self) -> dict:
@@ -75,8 +80,7 @@ class Journal:
             return {}  # none yet, or unreadable: every output is then redone
         if not isinstance(content, dict) or content.get("format") != _FORMAT:
             return {}
-        entries = content.get("outputs")
-        return entries if isinstance(entries, dict) else {}
+        return content
 
     def is_done(self, relative: str, source: os.stat_result) -> bool:
         """Whether DST's output of ``relative`` was made from ``source`` as it is now, and is
@@ -87,13 +91,25 @@ class Journal:
         if entry != expected + (output or []):
             return False
         self.entries[relative] = entry
+        found = valid_findings(self.previous_findings.get(relative))
+        if found:
+            self.findings[relative] = found
         return True
 
-    def written(self, relative: str, size: int, mtime_ns: int, inode: int) -> None:
-        """Records the output of ``relative`` just renamed into place, and saves now and then."""
+    def findings_of(self, relative: str) -> list[list]:
+        """What was found in the output of ``relative`` when it was written (kept by is_done)."""
+        return self.findings.get(relative, [])
+
+    def written(self, relative: str, size: int, mtime_ns: int, inode: int,
+                findings: list[list]) -> None:
+        """Records the output of ``relative`` just renamed into place, with what was found in
+        it, and saves now and then."""
         output = _output_identity(os.path.join(self.destination, relative))
+        self.findings.pop(relative, None)
         if output is not None:
             self.entries[relative] = [size, mtime_ns, inode] + output
+            if findings:
+                self.findings[relative] = findings
         if time.monotonic() - self.last_save > _SAVE_SECONDS:
             self.save()
 
@@ -102,7 +118,8 @@ class Journal:
         temporary = os.path.join(self.destination, PRIVATE_FOLDER, f"journal-{os.getpid()}")
         try:
             with open(temporary, "w", encoding="utf-8") as file:
-                json.dump({"format": _FORMAT, "outputs": self.entries}, file)
+                json.dump({"format": _FORMAT, "outputs": self.entries,
+                           "findings": self.findings}, file)
             flush_file(temporary)
             os.replace(temporary, self.path)
         finally:

@@ -234,9 +234,9 @@ def _rewrite(task: Task, temporary: str, verify: bool, max_memory: int, columns:
 
 def _copy_unchanged(task: Task, reason: str, start: float) -> Outcome:
     """Copies the file byte for byte, as prepare copies any file it cannot rewrite."""
-    atomic.replace_atomically(task, atomic.copy_from(task.source))
-    return Outcome(task.relative, COPIED, reason, task.size, task.size,
-                   seconds=time.perf_counter() - start)
+    outcome = Outcome(task.relative, COPIED, reason, task.size, task.size)
+    atomic.replace_atomically(task, atomic.copy_from(task.source), [outcome])
+    return outcome._replace(seconds=time.perf_counter() - start)
 
 
 def _write(task: Task, source: BinaryIO, verify: bool, max_memory: int,
@@ -251,7 +251,7 @@ def _write(task: Task, source: BinaryIO, verify: bool, max_memory: int,
         return _copy_unchanged(task, NO_IMAGE_COLUMN, start)
     unit = int96_unit(source, int96_columns(probe))
     atomic.replace_atomically(task, lambda temporary: _rewrite(
-        task, temporary, verify, max_memory, columns, source, unit, outcomes))
+        task, temporary, verify, max_memory, columns, source, unit, outcomes), outcomes)
     return Outcome(task.relative, SHARD_WRITTEN, "", task.size, os.path.getsize(task.destination))
 
 

@@ -209,7 +209,8 @@ def handle_shard(task: Task, verify: bool,
     """
     def write(outcomes: list[Outcome], start: float) -> Outcome:
         atomic.replace_atomically(
-            task, lambda temporary: _rewrite(task, temporary, verify, max_memory, outcomes))
+            task, lambda temporary: _rewrite(task, temporary, verify, max_memory, outcomes),
+            outcomes)
         return Outcome(task.relative, SHARD_WRITTEN, "", task.size, os.path.getsize(task.destination))
 
     return whole_file_outcomes(task, write, ShardRefused)

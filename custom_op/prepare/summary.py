@@ -7,7 +7,10 @@ Files of SRC are counted once each: in ``already_done``, ``errors`` or
 ``shard.tar:member``. Members that are not JPEGs and not named like one
 (``key.cls``) are only counted, in ``other_members``. A parquet file counts
 as a shard (written or refused), and each image of it like a member, with
-paths ``FILE.parquet:COLUMN[ROW]``.
+paths ``FILE.parquet:COLUMN[ROW]``. An output an earlier run wrote and this
+run kept (``already_done``) also brings back what was found in it then (a
+refused JPEG, a verification failure: :meth:`Summary.restore`), so that the
+exit status describes the tree, whichever run wrote each output.
 """
 
 from __future__ import annotations
@@ -141,6 +144,16 @@ class Summary:
                 self.handled += 1
                 self.bytes_read += outcome.size_in
             self._record_one(outcome)
+
+    def restore(self, findings: list[list]) -> None:
+        """Counts again what an earlier run found in an output this run kept (refused JPEGs,
+        verification failures: items.findings_of), so that the exit status and the report
+        describe the tree, not only the files this run handled."""
+        for path, kind, reason, _ in findings:
+            if kind == VERIFY_FAILED:
+                self.verify_failed.append((path, reason))
+            else:
+                self.copied.setdefault(reason, []).append(path)
 
     def _record_one(self, outcome: Outcome) -> None:
         if outcome.kind == PREPARED:

@@ -19,7 +19,7 @@ from .._arguments import _as_limit
 from .._decode import DEFAULT_MAX_MEMORY
 from . import atomic, folders, pool, walk
 from .files import handle_file
-from .items import COPIED, PREPARED, SHARD_WRITTEN, VERIFY_FAILED, Outcome, Task
+from .items import COPIED, PREPARED, SHARD_WRITTEN, VERIFY_FAILED, Outcome, Task, findings_of
 from .journal import Journal, keeps_attributes
 from .progress import Progress
 from .shards import handle_shard
@@ -207,4 +207,8 @@ def _journal_outputs(journal: Journal, tasks: dict[str, Task], outcomes: list[Ou
     for outcome in outcomes:
         task = tasks.get(outcome.relative)
         if not outcome.member and task is not None and outcome.kind in WRITTEN:
-            journal.written(task.relative, task.size, task.times_ns[1], task.inode)
+            # A shard's outcomes come together: its members' are those under its name.
+            own = [other for other in outcomes if other is outcome or (
+                other.member and other.relative.startswith(task.relative + ":"))]
+            journal.written(task.relative, task.size, task.times_ns[1], task.inode,
+                            findings_of(own))

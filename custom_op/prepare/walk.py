@@ -127,6 +127,9 @@ def plan(source: str, destination: str, force: bool, summary: Summary,
         elif not force and (journal.is_done(relative, status) if journal is not None
                             else atomic.is_done(status, target)):
             summary.already_done += 1
+            # What was found when it was written still describes the tree (items.findings_of).
+            summary.restore(journal.findings_of(relative) if journal is not None
+                            else atomic.recorded_findings(target))
         else:
             tasks.append(task)
     return tasks
