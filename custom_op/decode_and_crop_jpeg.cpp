@@ -15,6 +15,7 @@
 // calls an operator with the GIL released, so the decodes run without it.
 // Neither pybind11 nor torch's C++ API is used.
 #include "binding/errors.h"
+#include "binding/file_kernels.h"
 #include "binding/python_module.h"
 #include "binding/stable_tensors.h"
 #include "binding/thread_pool.h"
@@ -60,24 +61,6 @@ custom_op::ColorMode to_mode(int64_t mode) {
     throw_value_error("mode must be 0 (rgb), 1 (gray) or 2 (unchanged), got " + std::to_string(mode));
   }
   return static_cast<custom_op::ColorMode>(mode);
-}
-
-// For the functions that read only the header. Not strict: a warning in the
-// header changes neither the size nor the layout, and the decode functions
-// still raise for it when asked to be strict.
-custom_op::DecodeOptions header_only_options() {
-  custom_op::DecodeOptions options;
-  options.strict = false;
-  return options;
-}
-
-custom_op::JpegInfo read_header_or_raise(const char* function, custom_op::JpegDecoder* decoder) {
-  custom_op::JpegInfo info;
-  const custom_op::Status status = decoder->read_header(&info);
-  if (!status.ok()) {
-    raise_status(function, status);
-  }
-  return info;
 }
 
 // What a resized decode needs besides the bytes and the window.
@@ -228,6 +211,17 @@ custom_op::Status decode_one(ByteSpan bytes, const custom_op::DecodeOptions& opt
   }
 }
 
+// `options` with the serialized MCU-row index in `index`, if any (its bytes
+// outlive the call: the tensor is the caller's).
+custom_op::DecodeOptions with_index(custom_op::DecodeOptions options, const std::optional<Tensor>& index) {
+  if (index.has_value()) {
+    const ByteSpan bytes = span_of_tensor(*index);
+    options.index = bytes.data;
+    options.index_size = bytes.size;
+  }
+  return options;
+}
+
 // One image: the result, or the failure raised with `function`'s name.
 Tensor decode_single(const char* function, const Tensor& data, const custom_op::Window& window,
                      int64_t mode, const custom_op::DecodeOptions& options,
@@ -248,22 +242,23 @@ Tensor decode_single(const char* function, const Tensor& data, const custom_op::
 
 Tensor crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode,
                    bool strict, int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges,
-                   bool contiguous, int64_t max_memory) {
+                   bool contiguous, int64_t max_memory, std::optional<Tensor> index) {
   return decode_single("decode_and_crop_jpeg", data, {y, x, h, w}, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
+                       with_index(make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek), index),
                        /*resize=*/nullptr, contiguous);
 }
 
 Tensor resized_crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
                            int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias,
                            int64_t mode, bool strict, int64_t max_pixels, int64_t max_scans,
-                           bool seek, bool contiguous, int64_t max_memory) {
+                           bool seek, bool contiguous, int64_t max_memory,
+                           std::optional<Tensor> index) {
   const char* function = "decode_and_resized_crop_jpeg";
   const custom_op::Window window{y, x, h, w};
   const ResizeRequest request = make_resize(window, out_height, out_width, scale_num, antialias);
   return decode_single(function, data, window, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, true, seek), &request,
-                       contiguous);
+                       with_index(make_options(strict, max_pixels, max_scans, max_memory, true, seek), index),
+                       &request, contiguous);
 }
 
 Tensor box_resized_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
@@ -377,50 +372,6 @@ std::vector<Tensor> batch_kernel(std::vector<Tensor> datas, std::vector<int64_t>
   return outputs;
 }
 
-// (height, width, channels) from the header.
-std::vector<int64_t> jpeg_size_kernel(Tensor data) {
-  const ByteSpan bytes = span_of_tensor(data);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
-  const custom_op::JpegInfo info = read_header_or_raise("jpeg_size", &decoder);
-  return {info.height, info.width, info.channels};
-}
-
-// (height, width, channels) of every file, 3 numbers each, or -1, -1, -1
-// for a file whose header cannot be read (its loader reads it again, one at
-// a time, for the error that names it). One dispatch for a dataset's batch,
-// where a call per file cost more than the header read.
-std::vector<int64_t> jpeg_sizes_kernel(std::vector<Tensor> datas) {
-  std::vector<int64_t> sizes;
-  sizes.reserve(3 * datas.size());
-  for (const Tensor& data : datas) {
-    const ByteSpan bytes = span_of_tensor(data);
-    custom_op::JpegInfo info;
-    custom_op::Status status;
-    try {
-      custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
-      status = decoder.read_header(&info);
-    } catch (...) {
-      status = status_of_current_exception();
-    }
-    const bool ok = status.ok();
-    sizes.insert(sizes.end(), {ok ? info.height : -1, ok ? info.width : -1, ok ? info.channels : -1});
-  }
-  return sizes;
-}
-
-// The restart-segment grid decode_and_crop_jpeg seeks with, as
-// [interval, mcus_per_row, mcu_rows, mcu_height, mcu_width], or [] for none.
-std::vector<int64_t> restart_geometry_kernel(Tensor data) {
-  const ByteSpan bytes = span_of_tensor(data);
-  custom_op::JpegDecoder decoder(bytes.data, bytes.size, header_only_options());
-  read_header_or_raise("seekable", &decoder);
-  custom_op::restarts::ScanGeometry g;
-  if (!decoder.restart_geometry(&g)) {
-    return {};
-  }
-  return {g.interval, g.mcus_per_row, g.mcu_rows, g.mcu_height, g.mcu_width};
-}
-
 // The lossless rewrite of csrc/prepare.h, as (bytes, restart_interval,
 // was_progressive); custom_op/_core/_native.py turns the uint8 tensor into bytes.
 std::tuple<Tensor, int64_t, bool> prepare_kernel(Tensor data, int64_t max_pixels, int64_t max_scans,
@@ -464,11 +415,11 @@ std::vector<int64_t> intra_op_threads_kernel(int64_t num_threads) {
 CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
   m.def("_decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
         "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
-        "bool exact_edges, bool contiguous, int max_memory) -> Tensor");
+        "bool exact_edges, bool contiguous, int max_memory, Tensor? index=None) -> Tensor");
   m.def("_decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
         "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
         "int scale_num, bool antialias, int mode, bool strict, int max_pixels, int max_scans, "
-        "bool seek, bool contiguous, int max_memory) -> Tensor");
+        "bool seek, bool contiguous, int max_memory, Tensor? index=None) -> Tensor");
   m.def("_decode_box_resized(Tensor data, int crop_y, int crop_x, int crop_height, int crop_width, "
         "float[] box, int out_height, int out_width, int scale_num, bool antialias, int mode, "
         "bool strict, int max_pixels, int max_scans, bool seek, bool contiguous, int max_memory) "
@@ -483,6 +434,8 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
   m.def("_jpeg_size(Tensor data) -> int[]");
   m.def("_jpeg_sizes(Tensor[] datas) -> int[]");
   m.def("_restart_geometry(Tensor data) -> int[]");
+  m.def("_jpeg_index(Tensor data) -> Tensor");
+  m.def("_index_stats() -> int[]");
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
         "int max_memory) -> (Tensor, int, bool)");
   m.def("_intra_op_threads_in_batch(int num_threads) -> int[]");
@@ -497,12 +450,15 @@ CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
   m.impl("_jpeg_size", TORCH_BOX(&jpeg_size_kernel));
   m.impl("_jpeg_sizes", TORCH_BOX(&jpeg_sizes_kernel));
   m.impl("_restart_geometry", TORCH_BOX(&restart_geometry_kernel));
+  m.impl("_jpeg_index", TORCH_BOX(&jpeg_index_kernel));
   m.impl("_prepare_jpeg", TORCH_BOX(&prepare_kernel));
 }
 
-// No tensor argument to dispatch on: the thread probe is CompositeExplicitAutograd.
+// No tensor argument to dispatch on: the thread probe and the index statistics
+// are CompositeExplicitAutograd.
 CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CompositeExplicitAutograd, m) {
   m.impl("_intra_op_threads_in_batch", TORCH_BOX(&intra_op_threads_kernel));
+  m.impl("_index_stats", TORCH_BOX(&index_stats_kernel));
 }
 
 PyMODINIT_FUNC PyInit__C() { return create_module(CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY)); }

@@ -43,7 +43,7 @@ HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pix
            "csrc/index_builder.h", "csrc/index_stats.h", "csrc/index_seek.h", "csrc/index_scan.h",
            "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
            "csrc/jpeg_decoder.h", "csrc/grid_crop.h", "csrc/mirror.h",
-           "csrc/prepare.h", "binding/errors.h", "binding/loaded_libjpeg.h",
+           "csrc/prepare.h", "binding/errors.h", "binding/file_kernels.h", "binding/loaded_libjpeg.h",
            "binding/python_module.h", "binding/stable_tensors.h", "binding/thread_pool.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_core/_build_config.py")

@@ -36,11 +36,12 @@ _RGB, _GRAY = 0, 1
 
 _CROP_SCHEMA = ("decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
                 "SymInt crop_height, SymInt crop_width, int mode, bool strict, int max_pixels, "
-                "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor")
+                "int max_scans, bool seek, bool contiguous, int max_memory, Tensor? index=None) -> Tensor")
 _RESIZED_SCHEMA = ("decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
                    "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
                    "int scale_num, bool antialias, int mode, bool strict, int max_pixels, "
-                   "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor")
+                   "int max_scans, bool seek, bool contiguous, int max_memory, "
+                   "Tensor? index=None) -> Tensor")
 
 
 def check_data(function: str, data: torch.Tensor) -> None:
@@ -48,6 +49,16 @@ def check_data(function: str, data: torch.Tensor) -> None:
     torch._check_type(data.dtype == torch.uint8, lambda: f"{function}(): data must be a uint8 tensor")
     torch._check_value(data.dim() == 1 and data.device.type == "cpu" and data.is_contiguous(),
                        lambda: f"{function}(): data must be a 1-D contiguous CPU tensor")
+
+
+def check_index(function: str, index) -> None:
+    """What the kernels check of an index tensor (binding/stable_tensors.h, span_of_tensor)."""
+    if index is not None:
+        torch._check_type(index.dtype == torch.uint8,
+                          lambda: f"{function}(): index must be a uint8 tensor")
+        torch._check_value(index.dim() == 1 and index.device.type == "cpu"
+                           and index.is_contiguous(),
+                           lambda: f"{function}(): index must be a 1-D contiguous CPU tensor")
 
 
 def check_window(function: str, crop_y, crop_x, crop_height, crop_width) -> None:
@@ -99,9 +110,10 @@ def _empty_output(data: torch.Tensor, mode: int, height, width, contiguous: bool
 
 
 def _crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-               max_scans, seek, contiguous, max_memory):
+               max_scans, seek, contiguous, max_memory, index=None):
     function = "decode_and_crop_jpeg"
     check_data(function, data)
+    check_index(function, index)
     check_window(function, crop_y, crop_x, crop_height, crop_width)
     _check_common(mode, max_pixels, max_scans, max_memory)
     return _empty_output(data, mode, crop_height, crop_width, contiguous)
@@ -109,9 +121,10 @@ def _crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_
 
 def _resized_crop_fake(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width,
                        scale_num, antialias, mode, strict, max_pixels, max_scans, seek,
-                       contiguous, max_memory):
+                       contiguous, max_memory, index=None):
     function = "decode_and_resized_crop_jpeg"
     check_data(function, data)
+    check_index(function, index)
     check_window(function, crop_y, crop_x, crop_height, crop_width)
     check_resize(out_height, out_width, scale_num)
     _check_common(mode, max_pixels, max_scans, max_memory)
@@ -119,19 +132,19 @@ def _resized_crop_fake(data, crop_y, crop_x, crop_height, crop_width, out_height
 
 
 def _crop_kernel(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-                 max_scans, seek, contiguous, max_memory):
+                 max_scans, seek, contiguous, max_memory, index=None):
     return _native.decode_and_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width, mode,
                                         strict, max_pixels, max_scans, seek, True, contiguous,
-                                        max_memory)
+                                        max_memory, index)
 
 
 def _resized_crop_kernel(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width,
                          scale_num, antialias, mode, strict, max_pixels, max_scans, seek,
-                         contiguous, max_memory):
+                         contiguous, max_memory, index=None):
     return _native.decode_and_resized_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width,
                                                 out_height, out_width, scale_num, antialias,
                                                 mode, strict, max_pixels, max_scans, seek,
-                                                contiguous, max_memory)
+                                                contiguous, max_memory, index)
 
 
 def _define() -> torch.library.Library:
