@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace custom_op {
@@ -64,6 +65,12 @@ struct Decoder {
   int32_t max_code[18] = {0};    // The largest code of each length, -1 if none.
   int32_t value_offset[18] = {0};  // symbols[value_offset[l] + code] decodes a code of length l.
   uint8_t symbols[256] = {0};
+  // For an AC table, what a kLookBits-bit prefix does when its code and the
+  // coefficient's bits both fit in it: skip `bits` bits and move `advance`
+  // coefficients on (run + 1, 16 for ZRL, 64 for EOB). advance 0: decode()
+  // the symbol instead. Walking blocks without their values needs no more.
+  uint8_t skip_bits[1 << kLookBits] = {0};
+  uint8_t skip_advance[1 << kLookBits] = {0};
 };
 
 inline bool make_decoder(const Table& table, Decoder* d) {
@@ -89,6 +96,17 @@ inline bool make_decoder(const Table& table, Decoder* d) {
     code <<= 1;
   }
   d->max_code[17] = 0x7FFFFFFF;  // A sentinel: no code is longer than 16 bits.
+  for (int look = 0; look < (1 << kLookBits); ++look) {
+    const int length = d->fast[look] >> 8;
+    const int symbol = d->fast[look] & 0xFF;
+    const int run = symbol >> 4;
+    const int size = symbol & 15;
+    if (length == 0 || length + size > kLookBits) {
+      continue;
+    }
+    d->skip_bits[look] = static_cast<uint8_t>(length + size);
+    d->skip_advance[look] = static_cast<uint8_t>(size != 0 ? run + 1 : run == 15 ? 16 : 64);
+  }
   return true;
 }
 
@@ -147,7 +165,9 @@ class BitReader {
 
   // The next n (1..16) bits, zeros beyond the data's end.
   uint32_t peek(int n) {
-    fill(n);
+    if (bits_ < n) {
+      fill(n);
+    }
     if (bits_ >= n) {
       return static_cast<uint32_t>(acc_ >> (bits_ - n)) & ((1u << n) - 1);
     }
@@ -155,7 +175,7 @@ class BitReader {
   }
 
   bool skip(int n) {
-    if (!fill(n)) {
+    if (bits_ < n && !fill(n)) {
       return false;
     }
     bits_ -= n;
@@ -179,6 +199,28 @@ class BitReader {
       code = static_cast<int32_t>(peek(l));
     }
     return skip(l) ? d.symbols[d.value_offset[l] + code] : -1;
+  }
+
+  // Moves past one AC coefficient (or run, or EOB) of `d`: returns how many
+  // coefficients it advances (as skip_advance), or 0 for a code that is not
+  // in the table or runs past the data.
+  int skip_coefficient(const Decoder& d) {
+    const uint32_t look = peek(kLookBits);
+    const int bits = d.skip_bits[look];
+    if (bits != 0 && bits <= bits_) {
+      bits_ -= bits;
+      return d.skip_advance[look];
+    }
+    const int symbol = decode(d);
+    if (symbol < 0) {
+      return 0;
+    }
+    const int run = symbol >> 4;
+    const int size = symbol & 15;
+    if (size == 0) {
+      return run == 15 ? 16 : 64;
+    }
+    return skip(size) ? run + 1 : 0;
   }
 
   // `n` (0..16) bits as a signed coefficient value (T.81 F.2.2.1, EXTEND).
@@ -229,6 +271,30 @@ class BitWriter {
     }
   }
 
+  // Appends n whole bytes of data (8n bits) after the pending bits: a shifted
+  // copy and one search for bytes to stuff, not a put() per byte, because the
+  // rows a crop keeps can be hundreds of kilobytes.
+  void put_bytes(const uint8_t* src, size_t n) {
+    if (n == 0) {
+      return;
+    }
+    const size_t start = out_->size();
+    out_->resize(start + n);
+    uint8_t* dst = out_->data() + start;
+    const int p = bits_;
+    if (p == 0) {
+      std::memcpy(dst, src, n);
+    } else {
+      const uint32_t mask = (1u << p) - 1;
+      dst[0] = static_cast<uint8_t>(((acc_ & mask) << (8 - p)) | (src[0] >> p));
+      for (size_t i = 1; i < n; ++i) {
+        dst[i] = static_cast<uint8_t>((src[i - 1] << (8 - p)) | (src[i] >> p));
+      }
+      acc_ = src[n - 1] & mask;
+    }
+    stuff_from(start);
+  }
+
   void finish() {
     if (bits_ > 0) {
       put((1u << (8 - bits_)) - 1, 8 - bits_);
@@ -236,6 +302,32 @@ class BitWriter {
   }
 
  private:
+  // Inserts a 0x00 after every 0xFF written from `start` on.
+  void stuff_from(size_t start) {
+    size_t count = 0;
+    for (const uint8_t* p = out_->data() + start, *end = out_->data() + out_->size();
+         (p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, static_cast<size_t>(end - p)))) != nullptr;
+         ++p) {
+      ++count;
+    }
+    if (count == 0) {
+      return;
+    }
+    size_t from = out_->size();
+    out_->resize(from + count);
+    uint8_t* data = out_->data();
+    size_t to = out_->size();
+    // Backwards, so that every byte moves once.
+    while (count > 0) {
+      const uint8_t b = data[--from];
+      if (b == 0xFF) {
+        data[--to] = 0x00;
+        --count;
+      }
+      data[--to] = b;
+    }
+  }
+
   void emit(uint8_t b) {
     out_->push_back(b);
     if (b == 0xFF) {

@@ -115,24 +115,12 @@ inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int6
           // The AC coefficients as libjpeg reads them: a zero size ends the
           // block unless the run is 15 (ZRL), and a run past the 63rd
           // coefficient ends it too.
-          for (int k = 1; k < 64; ++k) {
-            const int symbol = bits.decode(ac[c]);
-            if (symbol < 0) {
+          for (int k = 1; k < 64;) {
+            const int advance = bits.skip_coefficient(ac[c]);
+            if (advance == 0) {
               return false;
             }
-            const int run = symbol >> 4;
-            const int size_bits = symbol & 15;
-            if (size_bits == 0) {
-              if (run != 15) {
-                break;
-              }
-              k += 15;
-              continue;
-            }
-            k += run;
-            if (!bits.skip(size_bits)) {
-              return false;
-            }
+            k += advance;
           }
         }
       }

@@ -207,20 +207,36 @@ inline bool append_data_bits(const uint8_t* data, size_t size, size_t scan_start
   if (data[first - 1] == 0xFF || (last_bits > 0 && last >= size)) {
     return false;  // `first` would be a stuffed byte or a marker's code.
   }
+  if (first == last) {
+    const int take = last_bits - first_bit;
+    writer->put(static_cast<uint32_t>(data[first] >> (8 - last_bits)) & ((1u << take) - 1), take);
+    return data[first] != 0xFF || (first + 1 < size && data[first + 1] == 0x00);
+  }
+  // The first byte's bits from first_bit on, then whole bytes up to `last`:
+  // runs without 0xFF in one piece, each 0xFF's stuffed 0x00 checked and left
+  // out.
   size_t p = first;
-  int skip = first_bit;
-  while (p < last) {
-    const uint8_t b = data[p];
-    const int take = 8 - skip;
-    writer->put(b & ((1u << take) - 1), take);
-    skip = 0;
-    if (b == 0xFF) {
+  if (first_bit > 0) {
+    writer->put(data[p] & ((1u << (8 - first_bit)) - 1), 8 - first_bit);
+    if (data[p] == 0xFF) {
       if (p + 1 >= size || data[p + 1] != 0x00) {
         return false;
       }
-      p += 2;
+      ++p;
+    }
+    ++p;
+  }
+  while (p < last) {
+    const void* found = std::memchr(data + p, 0xFF, last - p);
+    const size_t run_end = found == nullptr ? last : static_cast<size_t>(static_cast<const uint8_t*>(found) - data) + 1;
+    writer->put_bytes(data + p, run_end - p);
+    if (found != nullptr) {
+      if (run_end >= size || data[run_end] != 0x00) {
+        return false;
+      }
+      p = run_end + 1;
     } else {
-      p += 1;
+      p = run_end;
     }
   }
   if (p != last) {
@@ -231,11 +247,7 @@ inline bool append_data_bits(const uint8_t* data, size_t size, size_t scan_start
     if (b == 0xFF && (last + 1 >= size || data[last + 1] != 0x00)) {
       return false;
     }
-    const int take = last_bits - skip;
-    if (take <= 0) {
-      return false;
-    }
-    writer->put(static_cast<uint32_t>(b >> (8 - last_bits)) & ((1u << take) - 1), take);
+    writer->put(static_cast<uint32_t>(b >> (8 - last_bits)), last_bits);
   }
   return true;
 }
