@@ -58,8 +58,8 @@ def index_stats() -> dict[str, int]:
 
     Returns:
         ``{outcome: count}`` for every outcome: ``"indexed"`` (decoded from the
-        rows the window needs), ``"unneeded"`` (the window starts in the first
-        rows, where the ordinary decode reads no more), and the fallbacks to
+        rows the window needs), ``"unneeded"`` (the rows above the window hold too
+        little data to be worth skipping: the ordinary decode, which costs no more), and the fallbacks to
         the ordinary decode, with the same pixels: ``"not_indexable"`` (the
         file cannot be indexed), ``"refused"`` (the index is damaged, or
         describes another file or another version of it), ``"cut_failed"``

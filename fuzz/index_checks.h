@@ -50,9 +50,12 @@ Bytes resealed(Bytes index) {
 
 int64_t indexed_count() { return custom_op::index_outcome_count(custom_op::IndexOutcome::kIndexed); }
 
-// A window starting below the first two MCU rows, which the index must serve.
+// A window starting below the first two MCU rows and a third of the image,
+// which the index must serve (index_seek.h's worth_cutting asks for a
+// sixteenth of the file above it).
 Window deep_window(const JpegInfo& info) {
-  const int64_t y = std::min<int64_t>(info.height - 1, 2 * 8 * info.max_v_samp_factor + 3);
+  const int64_t y = std::min<int64_t>(
+      info.height - 1, std::max<int64_t>(2 * 8 * info.max_v_samp_factor + 3, info.height / 3));
   return Window{y, info.width / 3, std::max<int64_t>(1, (info.height - y) / 2),
                 std::max<int64_t>(1, info.width / 2)};
 }

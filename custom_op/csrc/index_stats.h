@@ -11,7 +11,7 @@ namespace custom_op {
 
 enum class IndexOutcome {
   kIndexed,         // Decoded from the cut-out the index made.
-  kUnneeded,        // The window starts in the first rows: the ordinary decode reads no more.
+  kUnneeded,        // The rows above the window are too few to be worth a cut-out.
   kNotIndexable,    // The file has no single baseline Huffman scan without restart markers.
   kRefused,         // The index is malformed, or describes another file or another version of it.
   kCutFailed,       // The index's positions do not fit the data, or the tables cannot make the synthetic row.
