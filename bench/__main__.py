@@ -18,6 +18,7 @@ it runs and how it times it):
   pipeline        the article's DataLoader experiment (its Dataset, its transforms)
   imagenet        RandomResizedCrop(224) from JPEG bytes, one thread, and the batched call
   prepared        files prepared with restart markers: crops, full decodes, the cost of preparing
+  index           MCU-row indexes: crops of unmodified baseline files from the rows they need
   classification  training input pipelines, DataLoader, 500x375: the usual recipes against custom_op's
   detection       a COCO-style detection pipeline, 800x533: RandomIoUCrop with boxes
   timm            timm's train transform, DataLoader, 500x375: ImageFolder against JpegFolder
@@ -43,13 +44,13 @@ import traceback
 
 from bench import images, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, eval_bench, huggingface_bench,
-                   imagenet_bench, lane_bench, operator_bench, pipeline_bench, prepared_bench,
+                   imagenet_bench, index_bench, lane_bench, operator_bench, pipeline_bench, prepared_bench,
                    ship_bench, timm_bench)
 
 #: The parts, in the order "all" runs them: each module has add_arguments(parser),
 #: run(args, source) and format_table(result).
 PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": imagenet_bench,
-         "prepared": prepared_bench, "classification": classification_bench, "detection": detection_bench,
+         "prepared": prepared_bench, "index": index_bench, "classification": classification_bench, "detection": detection_bench,
          "eval": eval_bench, "timm": timm_bench, "huggingface": huggingface_bench,
          "lane": lane_bench, "ship": ship_bench}
 #: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.

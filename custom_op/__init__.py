@@ -19,6 +19,7 @@ from ._decode import (
     libjpeg_version,
 )
 from ._decode_batch import decode_and_crop_jpeg_batch
+from ._index import index_stats, jpeg_index
 from ._restart_markers import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
@@ -52,6 +53,8 @@ __all__ = [
     "decode_and_crop_jpeg",
     "decode_and_crop_jpeg_batch",
     "decode_and_resized_crop_jpeg",
+    "index_stats",
+    "jpeg_index",
     "jpeg_size",
     "libjpeg_version",
     "prepare_jpeg",

@@ -9,6 +9,7 @@ import torch
 from ._core import _native as _C
 from ._core import _deferred_errors, _ops
 from . import _orientation
+from ._index import as_index
 from ._arguments import (JpegData, _as_encoded, _as_limit, _as_size, _as_window, _check_flags,
                          _normalize_mode)
 
@@ -84,6 +85,7 @@ def decode_and_crop_jpeg(
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
     apply_exif_orientation: bool = False,
+    index: JpegData | None = None,
 ) -> torch.Tensor:
     """Decodes only the window ``[crop_y, crop_y + crop_height) x [crop_x, crop_x + crop_width)``.
 
@@ -149,6 +151,13 @@ def decode_and_crop_jpeg(
             decoding in full and then turning gives (Pillow's
             ``ImageOps.exif_transpose``). False (the default, as
             ``torchvision.io.decode_jpeg``): the image as stored.
+        index: The file's MCU-row index from :func:`jpeg_index`, or None (the
+            default). With it, a baseline file without restart markers is
+            decoded from the MCU row the window needs: the rows above it are
+            not even Huffman-decoded. The pixels are the same either way; an
+            index that is damaged or belongs to another file (or another
+            version of it) is refused and the ordinary decode runs, counted
+            in :func:`index_stats`.
 
     Returns:
         A ``torch.uint8`` tensor of shape ``[C, crop_height, crop_width]``,
@@ -159,7 +168,8 @@ def decode_and_crop_jpeg(
         TypeError: an argument has the wrong type (e.g. a float tensor, a float
             crop_y).
         ValueError: an argument has a bad value (negative or zero sizes, a
-            window outside the image, an unknown mode, a 2-D tensor).
+            window outside the image, an unknown mode, a 2-D tensor, an empty
+            index).
         JpegDecodeError: the data cannot be decoded, or exceeds a limit
             (max_pixels, max_scans, max_memory); the message carries libjpeg's
             own text, or names the limit and the value needed.
@@ -191,6 +201,7 @@ def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width
     """decode_and_crop_jpeg, its arguments checked here."""
     name = "decode_and_crop_jpeg"
     encoded = _as_encoded(data, name)
+    index_tensor = as_index(name, index)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     mode_code = _normalize_mode(name, mode)
     _check_flags(name, strict=strict, seek=seek, contiguous=contiguous,
@@ -204,10 +215,10 @@ def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width
     planes = contiguous and orientation == 1
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
         pixels = _C.decode_and_crop_jpeg(encoded, y, x, height, width, mode_code, strict, *limits,
-                                         seek, True, planes, memory)
+                                         seek, True, planes, memory, index_tensor)
     else:  # the public operator, which torch.compile traces (custom_op/_core/_ops.py)
         pixels = _ops.CROP(_C.as_tensor(encoded), y, x, height, width, mode_code, strict, *limits,
-                           seek, planes, memory)
+                           seek, planes, memory, index_tensor)
     return _orientation.turn(pixels, orientation, contiguous=contiguous)
 
 
@@ -261,6 +272,7 @@ def decode_and_resized_crop_jpeg(
     contiguous: bool = False,
     max_memory: int = DEFAULT_MAX_MEMORY,
     apply_exif_orientation: bool = False,
+    index: JpegData | None = None,
 ) -> torch.Tensor:
     """Decodes a window and resizes it to ``size``, decoding at a reduced scale when it can.
 
@@ -282,8 +294,8 @@ def decode_and_resized_crop_jpeg(
 
     Args:
         data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-            max_scans, max_memory, seek, contiguous: as for
-            :func:`decode_and_crop_jpeg`.
+            max_scans, max_memory, seek, contiguous, index: as for
+            :func:`decode_and_crop_jpeg` (the index serves every DCT scale).
         apply_exif_orientation: as for :func:`decode_and_crop_jpeg`: the
             window and ``size`` are the displayed image's. At full scale the
             exact window is turned, then resized: equal to torchvision's
@@ -320,6 +332,7 @@ def _resized_crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, cr
     """decode_and_resized_crop_jpeg, its arguments checked here."""
     name = "decode_and_resized_crop_jpeg"
     encoded = _as_encoded(data, name)
+    index_tensor = as_index(name, index)
     y, x, height, width = _as_window(name, crop_y, crop_x, crop_height, crop_width)
     out_height, out_width = _as_size(name, size)
     mode_code = _normalize_mode(name, mode)
@@ -333,17 +346,19 @@ def _resized_crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, cr
         return _turned_resized_crop(encoded, orientation, (y, x, height, width),
                                     (out_height, out_width), scale_num, antialias, contiguous,
                                     mode=mode, strict=strict, max_pixels=limits[0],
-                                    max_scans=limits[1], seek=seek, max_memory=memory)
+                                    max_scans=limits[1], seek=seek, max_memory=memory,
+                                    index=index_tensor)
     # The kernel chooses the DCT scale (SCALE_AUTO), so no comparison of symbolic sizes in
     # Python specializes a graph.
     if not torch.compiler.is_compiling():  # eager: the kernel itself, without the operator's hop
         return _C.decode_and_resized_crop_jpeg(encoded, y, x, height, width, out_height,
                                                out_width, SCALE_AUTO, antialias, mode_code,
-                                               strict, *limits, seek, contiguous, memory)
+                                               strict, *limits, seek, contiguous, memory,
+                                               index_tensor)
     # The public operator, which torch.compile traces (custom_op/_core/_ops.py).
     return _ops.RESIZED_CROP(_C.as_tensor(encoded), y, x, height, width, out_height, out_width,
                              SCALE_AUTO, antialias, mode_code, strict, *limits, seek, contiguous,
-                             memory)
+                             memory, index_tensor)
 
 
 def _turned_resized_crop(encoded: torch.Tensor | memoryview, orientation: int,
@@ -363,5 +378,5 @@ def _turned_resized_crop(encoded: torch.Tensor | memoryview, orientation: int,
     pixels = _C.decode_and_resized_crop_jpeg(
         encoded, *stored, out_height, out_width, scale_num, antialias, mode_code,
         options["strict"], options["max_pixels"], options["max_scans"], options["seek"],
-        contiguous=False, max_memory=options["max_memory"])
+        contiguous=False, max_memory=options["max_memory"], index=options["index"])
     return _orientation.turn(pixels, orientation, contiguous=contiguous)

@@ -17,6 +17,7 @@
 // Neither pybind11 nor torch's C++ API is used.
 #include "binding/batch.h"
 #include "binding/errors.h"
+#include "binding/index_kernels.h"
 #include "binding/python_module.h"
 #include "binding/stable_tensors.h"
 #include "binding/thread_pool.h"
@@ -87,22 +88,25 @@ Tensor decode_single(const char* function, const Tensor& data, const custom_op::
 
 Tensor crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w, int64_t mode,
                    bool strict, int64_t max_pixels, int64_t max_scans, bool seek, bool exact_edges,
-                   bool contiguous, int64_t max_memory) {
+                   bool contiguous, int64_t max_memory, std::optional<Tensor> index) {
   return decode_single("decode_and_crop_jpeg", data, {y, x, h, w}, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, exact_edges, seek),
+                       with_index(make_options(strict, max_pixels, max_scans, max_memory,
+                                               exact_edges, seek), index),
                        /*resize=*/nullptr, contiguous);
 }
 
 Tensor resized_crop_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
                            int64_t out_height, int64_t out_width, int64_t scale_num, bool antialias,
                            int64_t mode, bool strict, int64_t max_pixels, int64_t max_scans,
-                           bool seek, bool contiguous, int64_t max_memory) {
+                           bool seek, bool contiguous, int64_t max_memory,
+                           std::optional<Tensor> index) {
   const char* function = "decode_and_resized_crop_jpeg";
   const custom_op::Window window{y, x, h, w};
   const ResizeRequest request = make_resize(window, out_height, out_width, scale_num, antialias);
   return decode_single(function, data, window, mode,
-                       make_options(strict, max_pixels, max_scans, max_memory, true, seek), &request,
-                       contiguous);
+                       with_index(make_options(strict, max_pixels, max_scans, max_memory, true, seek),
+                                  index),
+                       &request, contiguous);
 }
 
 Tensor box_resized_kernel(Tensor data, int64_t y, int64_t x, int64_t h, int64_t w,
@@ -283,11 +287,11 @@ std::vector<int64_t> intra_op_threads_kernel(int64_t num_threads) {
 CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
   m.def("_decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, SymInt crop_height, "
         "SymInt crop_width, int mode, bool strict, int max_pixels, int max_scans, bool seek, "
-        "bool exact_edges, bool contiguous, int max_memory) -> Tensor");
+        "bool exact_edges, bool contiguous, int max_memory, Tensor? index=None) -> Tensor");
   m.def("_decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
         "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
         "int scale_num, bool antialias, int mode, bool strict, int max_pixels, int max_scans, "
-        "bool seek, bool contiguous, int max_memory) -> Tensor");
+        "bool seek, bool contiguous, int max_memory, Tensor? index=None) -> Tensor");
   m.def("_decode_box_resized(Tensor data, int crop_y, int crop_x, int crop_height, int crop_width, "
         "float[] box, int out_height, int out_width, int scale_num, bool antialias, int mode, "
         "bool strict, int max_pixels, int max_scans, bool seek, bool contiguous, int max_memory) "
@@ -309,6 +313,8 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
   m.def("_prepare_jpeg(Tensor data, int max_pixels, int max_scans, int segment_width, "
         "int max_memory) -> (Tensor, SymInt, SymInt)");
   m.def("_intra_op_threads_in_batch(int num_threads) -> SymInt[]");
+  m.def("_jpeg_index(Tensor data) -> Tensor");
+  m.def("_index_stats() -> SymInt[]");
 }
 
 CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
@@ -322,11 +328,14 @@ CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CPU, m) {
   m.impl("_jpeg_sizes", TORCH_BOX(&jpeg_sizes_kernel));
   m.impl("_restart_geometry", TORCH_BOX(&restart_geometry_kernel));
   m.impl("_prepare_jpeg", TORCH_BOX(&prepare_kernel));
+  m.impl("_jpeg_index", TORCH_BOX(&jpeg_index_kernel));
 }
 
-// No tensor argument to dispatch on: the thread probe is CompositeExplicitAutograd.
+// No tensor argument to dispatch on: the thread probe and the index statistics
+// are CompositeExplicitAutograd.
 CUSTOM_OP_LIBRARY_IMPL(CUSTOM_OP_NAMESPACE, CompositeExplicitAutograd, m) {
   m.impl("_intra_op_threads_in_batch", TORCH_BOX(&intra_op_threads_kernel));
+  m.impl("_index_stats", TORCH_BOX(&index_stats_kernel));
 }
 
 PyMODINIT_FUNC PyInit__C() { return create_module(CUSTOM_OP_STRINGIFY(CUSTOM_OP_BUILD_KEY)); }

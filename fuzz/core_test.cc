@@ -32,7 +32,10 @@
 //   - the SSE2 and AVX2 versions of the resize passes (csrc/fixed_point_passes.h)
 //     give the portable version's bytes, for every pixel size, shrinking and
 //     enlarging, with odd row counts and widths (check_kernels, once; the
-//     levels this CPU lacks are skipped and said so).
+//     levels this CPU lacks are skipped and said so);
+//   - decoding with an MCU-row index gives the pixels of decoding without,
+//     and a damaged, stale or foreign index is refused (check_index,
+//     fuzz/index_checks.h).
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -862,6 +865,13 @@ std::vector<std::pair<std::string, Bytes>> damaged_copies(const Bytes& file) {
   return copies;
 }
 
+}  // namespace
+
+// The index checks use the helpers above.
+#include "index_checks.h"
+
+namespace {
+
 std::vector<std::string> list_inputs(int argc, char** argv) {
   std::vector<std::string> paths;
   for (int i = 1; i < argc; ++i) {
@@ -903,6 +913,7 @@ int main(int argc, char** argv) {
   count(check_kernels());
   count(check_mirror());
   uint64_t seed = 0;
+  Bytes previous_index;  // Another file's index, which each file's decode must refuse.
   for (const std::string& path : paths) {
     const Bytes file = read_file(path);
     std::vector<std::pair<std::string, Bytes>> inputs = {{path, file}};
@@ -913,6 +924,10 @@ int main(int argc, char** argv) {
     count(check_resized(path, file));
     count(check_narrow_windows(path, file));
     count(check_grid(path, file, seed));
+    count(check_index(path, file, previous_index, seed));
+    if (const Bytes index = index_of(file); !index.empty()) {
+      previous_index = index;
+    }
     Bytes prepared;
     custom_op::PrepareInfo prepare_info;
     custom_op::PrepareOptions prepare_options;

@@ -5,7 +5,11 @@
 // the decode's parameters: libjpeg stops at EOI and never reads what follows,
 // so the fuzzer can vary them by appending bytes to a valid file.
 //   param[0..3]  the window's y, x, height, width, as fractions of the image
-//   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 6: prepare
+//   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 7 clear:
+//                bit 0 decodes with an MCU-row index of the file
+//                (csrc/index_builder.h; bit 2: an entry every 3 rows) whose
+//                byte param[0] is damaged when bit 1 is set, and checks the
+//                result against the decode without it; bit 6: prepare
 //                the file first (csrc/prepare.h), check that the prepared copy
 //                decodes to the same pixels, and decode the copy (its windows
 //                take the restart-marker seek path); bit 5: seek = false;
@@ -23,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -111,6 +116,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size = prepared.size();
   }
 
+  std::vector<uint8_t> index;
+  if ((param[4] & 0x81) == 0x01) {
+    custom_op::JpegDecoder indexer(data, size, options);
+    custom_op::JpegInfo unused;
+    if (indexer.read_header(&unused).ok() &&
+        indexer.build_index((param[4] & 0x04) ? 3 : 1, &index)) {
+      if (param[4] & 0x02) {
+        index[param[0] % index.size()] ^= static_cast<uint8_t>(param[1] | 1);
+      }
+      options.index = index.data();
+      options.index_size = index.size();
+    }
+  }
+
   // The header alone, then a decoder destroyed without decode().
   {
     custom_op::JpegDecoder decoder(data, size, options);
@@ -157,22 +176,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<uint8_t[]> out(new uint8_t[out_size]);
   const custom_op::PixelOrder order =
       (param[4] & 0x10) ? custom_op::PixelOrder::kInterleaved : custom_op::PixelOrder::kPlanar;
-  custom_op::Status status;
-  if (grid) {
-    status = custom_op::decode_grid_crop(&decoder, info, crop, mode, order, out.get());
-    // A rectangle outside its grid is refused before anything is decoded.
-    if (!custom_op::grid_crop_fits(crop) && status.code != custom_op::StatusCode::kInvalidArgument) {
-      std::abort();
+  auto run = [&](custom_op::JpegDecoder& d, uint8_t* pixels) {
+    if (grid) {
+      return custom_op::decode_grid_crop(&d, info, crop, mode, order, pixels);
     }
-  } else if (resized) {
-    status = decoder.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03),
-                                    out_height, out_width, /*antialias=*/(param[5] & 0x80) != 0,
-                                    out.get(), order);
-  } else {
-    status = decoder.decode(window, mode, out.get(), order);
+    if (resized) {
+      return d.decode_resized(window, mode, /*scale_num=*/1 << ((param[5] >> 5) & 0x03), out_height,
+                              out_width, /*antialias=*/(param[5] & 0x80) != 0, pixels, order);
+    }
+    return d.decode(window, mode, pixels, order);
+  };
+  const custom_op::Status status = run(decoder, out.get());
+  // A rectangle outside its grid is refused before anything is decoded.
+  if (grid && !custom_op::grid_crop_fits(crop) && status.code != custom_op::StatusCode::kInvalidArgument) {
+    std::abort();
   }
   if (!status.ok()) {
     return 0;
+  }
+  if (options.index != nullptr) {
+    // With an index or without, damaged or not, the pixels are the same.
+    custom_op::DecodeOptions plain = options;
+    plain.index = nullptr;
+    plain.index_size = 0;
+    custom_op::JpegDecoder reference(data, size, plain);
+    custom_op::JpegInfo unused;
+    std::unique_ptr<uint8_t[]> expected(new uint8_t[out_size]);
+    if (reference.read_header(&unused).ok() && run(reference, expected.get()).ok() &&
+        std::memcmp(expected.get(), out.get(), out_size) != 0) {
+      std::abort();
+    }
   }
   // Touch all of the output in order to catch bytes that decode() left
   // unwritten when using MemorySanitizer (and overflows with ASan).

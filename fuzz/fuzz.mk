@@ -82,12 +82,12 @@ $(FUZZ_BIN): fuzz/decode_fuzzer.cc $(CORE_HEADERS) | fuzz-tools
 	@mkdir -p $(FUZZ_OUT)
 	$(FUZZ_CXX) -std=c++17 $(FUZZ_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
 
-$(CORE_TEST_BIN): fuzz/core_test.cc $(CORE_HEADERS)
+$(CORE_TEST_BIN): fuzz/core_test.cc fuzz/index_checks.h $(CORE_HEADERS)
 	@mkdir -p $(FUZZ_OUT)
 	$(SANITIZE_CXX) -std=c++17 -Wall -Wextra $(SANITIZER_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
 
 # The same test without sanitizers, for valgrind (which cannot run ASan's).
-$(CORE_TEST_PLAIN_BIN): fuzz/core_test.cc $(CORE_HEADERS)
+$(CORE_TEST_PLAIN_BIN): fuzz/core_test.cc fuzz/index_checks.h $(CORE_HEADERS)
 	@mkdir -p $(FUZZ_OUT)
 	$(CXX) -std=c++17 -Wall -Wextra -g -O1 -Icustom_op/csrc $< -o $@ -ljpeg
 

@@ -43,7 +43,8 @@ _ODD_SIZES = [(1, 1), (1, 17), (17, 1), (2, 3), (7, 9), (9, 7), (15, 17), (16, 1
               (31, 33), (33, 31), (63, 65), (65, 63), (257, 256), (256, 257)]
 # (y, x, height, width) as fractions of 256, then mode (0 rgb, 1 gray,
 # 2 unchanged) | 0x04 strict | 0x08 whole image (| 0x20 a grid crop, | 0x80
-# antialiased; fuzz/decode_fuzzer.cc); byte 4 = 0x00 keeps max_scans (0x10: HWC).
+# antialiased; fuzz/decode_fuzzer.cc); byte 4 = 0x00 keeps max_scans (0x10: HWC;
+# 0x01 decodes with an MCU-row index, 0x03 with a damaged one).
 _TRAILERS = {
     "rgb-strict-middle": bytes([64, 64, 128, 128, 0x00, 0x04]),
     "unchanged-lenient-corner": bytes([250, 250, 255, 255, 0x00, 0x02]),
@@ -51,6 +52,8 @@ _TRAILERS = {
     "rgb-scans2-whole": bytes([0, 0, 0, 0, 0x81, 0x0C]),
     "rgb-grid-antialias-middle": bytes([64, 64, 200, 160, 0x00, 0xA0]),
     "gray-grid-hwc-whole": bytes([48, 144, 80, 16, 0x10, 0x29]),
+    "rgb-index-deep": bytes([160, 40, 80, 128, 0x01, 0x04]),
+    "gray-damaged-index-resized": bytes([128, 16, 96, 200, 0x03, 0x15]),
 }
 
 

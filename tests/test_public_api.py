@@ -22,6 +22,7 @@ def test_dir_lists_the_api_only():
 KINDS = {"decode_and_crop_jpeg": "function", "decode_and_crop_jpeg_batch": "function",
          "decode_and_resized_crop_jpeg": "function", "jpeg_size": "function",
          "libjpeg_version": "function", "prepare_jpeg": "function", "seekable": "function",
+         "jpeg_index": "function", "index_stats": "function",
          "JpegDecodeError": "class", "EncodedJpeg": "class", "DecodeOptions": "class",
          "JpegFolder": "class", "CocoJpegDetection": "class", "transforms": "module",
          "datasets": "module"}

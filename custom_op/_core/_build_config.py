@@ -39,12 +39,14 @@ SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
 HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
            "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
-           "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
+           "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/mcu_index.h", "csrc/huffman.h",
+           "csrc/index_builder.h", "csrc/index_stats.h", "csrc/index_seek.h", "csrc/index_scan.h",
+           "csrc/crop_quirk.h", "csrc/jpeg_phases.h",
            "csrc/jpeg_decoder.h", "csrc/grid_crop.h", "csrc/mirror.h",
            "csrc/prepare.h", "binding/errors.h", "binding/exact_resize.h",
            "binding/loaded_libjpeg.h", "binding/python_module.h", "binding/stable_tensors.h",
            "binding/thread_pool.h", "binding/aten_calls.h", "binding/window_decode.h",
-           "binding/batch.h")
+           "binding/batch.h", "binding/index_kernels.h")
 #: Python files whose content decides how the extension is built.
 BUILD_FILES = ("setup.py", "_core/_build_config.py")
 

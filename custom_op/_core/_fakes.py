@@ -115,10 +115,20 @@ def _dynamic(minimum: int = 0, maximum=None) -> torch.SymInt:
     return torch.library.get_ctx().new_dynamic_size(min=minimum, max=maximum)
 
 
+def check_index(function: str, index) -> None:
+    """What the kernels check of an MCU-row index tensor (as of the data, span_of_tensor)."""
+    if index is not None:
+        _check_type(index.dtype == torch.uint8,
+                    lambda: f"{function}(): index must be a uint8 tensor")
+        _check_value(index.dim() == 1 and index.device.type == "cpu" and index.is_contiguous(),
+                     lambda: f"{function}(): index must be a 1-D contiguous CPU tensor")
+
+
 def crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-               max_scans, seek, exact_edges, contiguous, max_memory):
+              max_scans, seek, exact_edges, contiguous, max_memory, index=None):
     function = "decode_and_crop_jpeg"
     check_data(function, data)
+    check_index(function, index)
     check_window(function, crop_y, crop_x, crop_height, crop_width)
     check_common(mode, max_pixels, max_scans, max_memory)
     return empty_output(data, mode, crop_height, crop_width, contiguous)
@@ -126,9 +136,10 @@ def crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_p
 
 def resized_crop_fake(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width,
                        scale_num, antialias, mode, strict, max_pixels, max_scans, seek,
-                       contiguous, max_memory):
+                       contiguous, max_memory, index=None):
     function = "decode_and_resized_crop_jpeg"
     check_data(function, data)
+    check_index(function, index)
     check_window(function, crop_y, crop_x, crop_height, crop_width)
     check_resize(out_height, out_width, scale_num)
     check_common(mode, max_pixels, max_scans, max_memory)
@@ -233,6 +244,21 @@ def _threads_fake(num_threads) -> list:
     return [_dynamic(1) for _ in range(max(num_threads, 1) * 4)]
 
 
+def _index_fake(data) -> torch.Tensor:
+    check_data("jpeg_index", data)
+    return data.new_empty((_dynamic(),))
+
+
+#: The outcomes csrc/index_stats.h counts, in the order of its IndexOutcome: the length of
+#: _index_stats's list, and the names custom_op.index_stats() gives its counts.
+INDEX_OUTCOMES = ("indexed", "unneeded", "not_indexable", "refused", "cut_failed",
+                  "cut_decode_failed")
+
+
+def _index_stats_fake() -> list:
+    return [_dynamic() for _ in INDEX_OUTCOMES]
+
+
 #: Every operator the extension registers, with its fake kernel.
 FAKES = {
     "_decode_and_crop_jpeg": crop_fake,
@@ -246,6 +272,8 @@ FAKES = {
     "_restart_geometry": _restart_geometry_fake,
     "_prepare_jpeg": _prepare_fake,
     "_intra_op_threads_in_batch": _threads_fake,
+    "_jpeg_index": _index_fake,
+    "_index_stats": _index_stats_fake,
 }
 
 

@@ -148,10 +148,12 @@ def decode_and_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_height: in
                          crop_width: int, mode: int, strict: bool, max_pixels: int,
                          max_scans: int, seek: bool = True, exact_edges: bool = True,
                          contiguous: bool = False,
-                         max_memory: int = _DEFAULT_MAX_MEMORY) -> torch.Tensor:
+                         max_memory: int = _DEFAULT_MAX_MEMORY,
+                         index: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """As the operator; ``index`` is a serialized MCU-row index as a uint8 tensor, or None."""
     return call("_decode_and_crop_jpeg", as_tensor(data), crop_y, crop_x, crop_height,
                 crop_width, mode, strict, max_pixels, max_scans, seek, exact_edges, contiguous,
-                max_memory)
+                max_memory, index)
 
 
 def decode_and_resized_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_height: int,
@@ -159,11 +161,23 @@ def decode_and_resized_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_he
                                  scale_num: int, antialias: bool, mode: int, strict: bool,
                                  max_pixels: int, max_scans: int, seek: bool = True,
                                  contiguous: bool = False,
-                                 max_memory: int = _DEFAULT_MAX_MEMORY) -> torch.Tensor:
+                                 max_memory: int = _DEFAULT_MAX_MEMORY,
+                                 index: Optional[torch.Tensor] = None) -> torch.Tensor:
     """As the operator; ``scale_num`` 0 lets the kernel choose by the scale rule."""
     return call("_decode_and_resized_crop_jpeg", as_tensor(data), crop_y, crop_x, crop_height,
                 crop_width, out_height, out_width, scale_num, antialias, mode, strict,
-                max_pixels, max_scans, seek, contiguous, max_memory)
+                max_pixels, max_scans, seek, contiguous, max_memory, index)
+
+
+def jpeg_index(data: Buffer) -> Optional[bytes]:
+    """The serialized MCU-row index of the file, or None when it cannot be indexed."""
+    index = call("_jpeg_index", as_tensor(data))
+    return index.numpy().tobytes() if index.numel() else None
+
+
+def index_stats() -> list[int]:
+    """The counts of csrc/index_stats.h, in the order of its IndexOutcome."""
+    return call("_index_stats")
 
 
 def decode_box_resized(data: Buffer, crop_y: int, crop_x: int, crop_height: int,

@@ -34,34 +34,36 @@ from ._build_config import OPERATOR_NAMESPACE
 
 _CROP_SCHEMA = ("decode_and_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
                 "SymInt crop_height, SymInt crop_width, int mode, bool strict, int max_pixels, "
-                "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor")
+                "int max_scans, bool seek, bool contiguous, int max_memory, Tensor? index=None) "
+                "-> Tensor")
 _RESIZED_SCHEMA = ("decode_and_resized_crop_jpeg(Tensor data, SymInt crop_y, SymInt crop_x, "
                    "SymInt crop_height, SymInt crop_width, SymInt out_height, SymInt out_width, "
                    "int scale_num, bool antialias, int mode, bool strict, int max_pixels, "
-                   "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor")
+                   "int max_scans, bool seek, bool contiguous, int max_memory, "
+                   "Tensor? index=None) -> Tensor")
 
 
 def _crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-               max_scans, seek, contiguous, max_memory):
+               max_scans, seek, contiguous, max_memory, index=None):
     """The fake of the extension's operator this one calls, with exact edges (as the kernel)."""
     return _fakes.crop_fake(data, crop_y, crop_x, crop_height, crop_width, mode, strict,
-                            max_pixels, max_scans, seek, True, contiguous, max_memory)
+                            max_pixels, max_scans, seek, True, contiguous, max_memory, index)
 
 
 def _crop_kernel(data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-                 max_scans, seek, contiguous, max_memory):
+                 max_scans, seek, contiguous, max_memory, index=None):
     return _native.decode_and_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width, mode,
                                         strict, max_pixels, max_scans, seek, True, contiguous,
-                                        max_memory)
+                                        max_memory, index)
 
 
 def _resized_crop_kernel(data, crop_y, crop_x, crop_height, crop_width, out_height, out_width,
                          scale_num, antialias, mode, strict, max_pixels, max_scans, seek,
-                         contiguous, max_memory):
+                         contiguous, max_memory, index=None):
     return _native.decode_and_resized_crop_jpeg(data, crop_y, crop_x, crop_height, crop_width,
                                                 out_height, out_width, scale_num, antialias,
                                                 mode, strict, max_pixels, max_scans, seek,
-                                                contiguous, max_memory)
+                                                contiguous, max_memory, index)
 
 
 def _define() -> torch.library.Library:

@@ -1,7 +1,8 @@
 // The decoder: reads a JPEG header and decodes one window of the image into
 // caller-owned memory with libjpeg-turbo, through libjpeg's crop and skip or,
-// when the file has usable restart markers, through a cut-out of the
-// segments that cover the window (restart_seek.h).
+// when the file has usable restart markers or the caller hands an MCU-row
+// index, through a cut-out of the data that covers the window
+// (restart_seek.h, index_seek.h).
 //
 // It owns libjpeg's decompressor, the order of its phases, and the choice
 // between the two paths. Everything else is delegated, in this include
@@ -22,6 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "index_scan.h"
+#include "index_seek.h"
+#include "index_stats.h"
 #include "jpeg_errors.h"
 #include "jpeg_phases.h"
 #include "limits.h"
@@ -45,6 +49,11 @@ struct DecodeOptions {
   // Narrow libjpeg's decode to the region's columns (jpeg_crop_scanline).
   // Only tests turn it off, for a reference that decodes every column.
   bool crop_columns = true;
+  // A serialized MCU-row index of this file (mcu_index.h), or nullptr. The
+  // decoder checks it against the file and falls back on any mismatch; the
+  // memory must outlive the decode.
+  const uint8_t* index = nullptr;
+  size_t index_size = 0;
 };
 
 // What the header says. `channels` is what ColorMode::kUnchanged yields.
@@ -193,12 +202,12 @@ class JpegDecoder {
     const Window decoded = detail::scaled_window(window, scale_num,
                                                  detail::scaled_dimension(info_.height, scale_num),
                                                  detail::scaled_dimension(info_.width, scale_num));
-    const bool cut_done = decode_from_restarts(
-        window, decoded, scale_num, [&](JpegDecoder& cut, const Window& in_cut) {
-          return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out,
-                                    order, box);
-        });
-    if (cut_done) {
+    const auto decode_cut = [&](JpegDecoder& cut, const Window& in_cut) {
+      return cut.decode_resized(in_cut, mode, scale_num, out_height, out_width, antialias, out,
+                                order, box);
+    };
+    if (decode_from_restarts(window, decoded, scale_num, decode_cut) ||
+        decode_from_index(window, decoded, scale_num, decode_cut)) {
       return Status{};
     }
     const double scale = scale_num / 8.0;
@@ -270,7 +279,30 @@ class JpegDecoder {
     return true;
   }
 
+  // Serializes this file's MCU-row index (one entry every `rows_per_entry`
+  // MCU rows) into `out`, or returns false when the file cannot be indexed
+  // (see index_scan.h and index_builder.h). Call after read_header.
+  bool build_index(int64_t rows_per_entry, std::vector<uint8_t>* out) const {
+    mcu_index::ScanLayout scan;
+    restarts::HeaderLayout layout;
+    mcu_index::Index index;
+    if (!index_scan(&scan, &layout) ||
+        !mcu_index::build(data_, size_, scan, rows_per_entry, &index)) {
+      return false;
+    }
+    *out = mcu_index::serialize(index);
+    return true;
+  }
+
  private:
+  // What the index needs of this file (index_scan.h) and where its header's
+  // segments are, or false when the file cannot be indexed.
+  bool index_scan(mcu_index::ScanLayout* scan, restarts::HeaderLayout* layout) const {
+    return header_read_ && restarts::parse_header_layout(data_, size_, layout) &&
+           layout->scan_data_offset == size_ - cinfo_.src->bytes_in_buffer &&
+           mcu_index::scan_layout(cinfo_, layout->scan_data_offset, scan);
+  }
+
   // Decodes through a cut-out of the restart segments that cover `decoded`
   // (the window in pixels decoded at scale_num / 8): builds the cut-out JPEG,
   // then calls decode_cut(cut_decoder, window moved into the cut-out). Returns
@@ -298,17 +330,56 @@ class JpegDecoder {
     }
     std::vector<uint8_t> bytes;
     restarts::write_cut_jpeg(data_, layout, geometry, cut, segments, &bytes);
+    const Window in_cut{window.y - cut.top(geometry), window.x - cut.left(geometry), window.height,
+                        window.width};
+    return decode_cut_out(bytes, in_cut, decode_cut);
+  }
+
+  // Decodes through a cut-out made from options_.index (index_seek.h), with
+  // the same contract as decode_from_restarts. Counts every outcome
+  // (index_stats.h) when an index was handed over.
+  template <typename DecodeCut>
+  bool decode_from_index(const Window& window, const Window& decoded, int scale_num,
+                         const DecodeCut& decode_cut) {
+    if (options_.index == nullptr) {
+      return false;
+    }
+    mcu_index::ScanLayout scan;
+    restarts::HeaderLayout layout;
+    if (!index_scan(&scan, &layout)) {
+      count_index_outcome(IndexOutcome::kNotIndexable);
+      return false;
+    }
+    std::vector<uint8_t> bytes;
+    int64_t cut_top = 0;
+    IndexOutcome outcome = mcu_index::make_index_cut(
+        data_, size_, layout, scan, options_.index, options_.index_size, scale_num, decoded.y,
+        decoded.x, decoded.y + decoded.height, decoded.x + decoded.width, &bytes, &cut_top);
+    if (outcome == IndexOutcome::kIndexed &&
+        !decode_cut_out(bytes, Window{window.y - cut_top, window.x, window.height, window.width},
+                        decode_cut)) {
+      outcome = IndexOutcome::kCutDecodeFailed;
+    }
+    count_index_outcome(outcome);
+    return outcome == IndexOutcome::kIndexed;
+  }
+
+  // Reads the header of a cut-out and decodes `in_cut` from it strictly,
+  // without seeking again. False on any failure (the caller falls back).
+  template <typename DecodeCut>
+  bool decode_cut_out(const std::vector<uint8_t>& bytes, const Window& in_cut,
+                      const DecodeCut& decode_cut) const {
     DecodeOptions cut_options = options_;
     cut_options.strict = true;
     cut_options.seek = false;
+    cut_options.index = nullptr;
+    cut_options.index_size = 0;
     JpegDecoder cut_decoder(bytes.data(), bytes.size(), cut_options);
     JpegInfo cut_info;
     if (!cut_decoder.read_header(&cut_info).ok() || cut_info.channels != info_.channels ||
         cut_info.color_space != info_.color_space) {
       return false;
     }
-    const Window in_cut{window.y - cut.top(geometry), window.x - cut.left(geometry), window.height,
-                        window.width};
     return decode_cut(cut_decoder, in_cut).ok();
   }
 
@@ -339,11 +410,11 @@ class JpegDecoder {
     if (!ready.ok()) {
       return ready;
     }
-    const bool cut_done = decode_from_restarts(
-        window, window, /*scale_num=*/8, [&](JpegDecoder& cut, const Window& in_cut) {
-          return cut.decode_full_scale(in_cut, layout, sink);
-        });
-    if (cut_done) {
+    const auto decode_cut = [&](JpegDecoder& cut, const Window& in_cut) {
+      return cut.decode_full_scale(in_cut, layout, sink);
+    };
+    if (decode_from_restarts(window, window, /*scale_num=*/8, decode_cut) ||
+        decode_from_index(window, window, /*scale_num=*/8, decode_cut)) {
       return Status{};
     }
     const detail::RowPlan plan = row_plan(window, layout, /*scale_num=*/8, sink);

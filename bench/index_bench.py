@@ -1,0 +1,232 @@
+"""MCU-row indexes: crops of unmodified baseline files that start at the rows they need.
+
+Run from the repository root:
+
+    python -m bench index                        # 800x533, 500x375 and 2560x1600, generated and real
+    python -m bench index --images real --index-images 10 --index-windows 3
+    python -m bench.index_bench --help            # the same, without saving JSON
+
+Three sets of baseline JPEGs of each kind (generated and real, bench/images.py,
+Pillow, quality 90, 4:2:0), width x height: 800x533 and 2560x1600 for 256x256
+crops, 500x375 and 2560x1600 for RandomResizedCrop(224) windows (drawn as in
+the imagenet part). Each file's index is built once with custom_op.jpeg_index
+(timed, and its size kept). Then, with the same windows for every method, each
+method run back to back per sample in a rotating order after one untimed
+warm-up per method and file (bench/timing.py), one call each:
+
+  custom_op full decode       custom_op.decode_and_crop_jpeg(data, whole image)
+  torchvision full decode     torchvision.io.decode_jpeg(data)
+  crop, no index              custom_op.decode_and_crop_jpeg(data, window)
+  crop, indexed               the same with index=
+  resized crop, no index      custom_op.decode_and_resized_crop_jpeg(data, window, 224)
+  resized crop, indexed       the same with index=
+  torchvision resized crop    decode_jpeg + resized_crop (antialiased)
+
+Medians in ms; ratios are the full decode's (or torchvision's, or the
+unindexed call's) median over the method's. custom_op.index_stats() before and
+after says how many indexed calls fell back. Targets (issue 35): indexed crops
+at least 3x the file's full decode at 800x533 and 15x at 2560x1600, and an
+indexed RandomResizedCrop at 500x375 at least 1.1x the unindexed call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import torch
+from torchvision.transforms import v2
+
+import custom_op
+from bench import images, report, sampling, timing
+
+FULL = "custom_op full decode"
+TV_FULL = "torchvision full decode"
+CROP = "crop, no index"
+CROP_INDEXED = "crop, indexed"
+RRC = "resized crop, no index"
+RRC_INDEXED = "resized crop, indexed"
+TV_RRC = "torchvision decode + resized_crop"
+RRC_SIZE = 224
+
+
+class _Set(NamedTuple):
+    label: str
+    height: int
+    width: int
+    large: bool
+    crop_target: float | None  # indexed crop vs the file's full decode
+    rrc_target: float | None  # indexed RandomResizedCrop vs the unindexed call
+    crop: bool
+    rrc: bool
+
+
+SETS = (_Set("800x533", 533, 800, False, 3.0, None, True, False),
+        _Set("500x375", 375, 500, False, None, 1.1, False, True),
+        _Set("2560x1600", 1600, 2560, True, 15.0, None, True, True))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("index benchmark")
+    group.add_argument("--index-images", type=int, default=20,
+                       help="800x533 and 500x375 files per set (default 20)")
+    group.add_argument("--index-large-images", type=int, default=4,
+                       help="2560x1600 files (default 4)")
+    group.add_argument("--index-windows", type=int, default=5,
+                       help="windows per file (default 5)")
+
+
+def _methods(indexes: list[torch.Tensor]) -> dict[str, Callable[..., Any]]:
+    """Each takes (file number, data, y, x, h, w)."""
+    import torchvision.transforms.v2.functional as F
+    from torchvision.io import decode_jpeg
+
+    def full(data):
+        height, width, _ = custom_op.jpeg_size(data)
+        return custom_op.decode_and_crop_jpeg(data, 0, 0, height, width)
+
+    return {
+        FULL: lambda n, data, *window: full(data),
+        TV_FULL: lambda n, data, *window: decode_jpeg(data),
+        CROP: lambda n, data, *window: custom_op.decode_and_crop_jpeg(data, *window),
+        CROP_INDEXED: lambda n, data, *window: custom_op.decode_and_crop_jpeg(data, *window,
+                                                                              index=indexes[n]),
+        RRC: lambda n, data, *window: custom_op.decode_and_resized_crop_jpeg(data, *window, RRC_SIZE),
+        RRC_INDEXED: lambda n, data, *window: custom_op.decode_and_resized_crop_jpeg(
+            data, *window, RRC_SIZE, index=indexes[n]),
+        TV_RRC: lambda n, data, y, x, h, w: F.resized_crop(decode_jpeg(data), y, x, h, w,
+                                                           [RRC_SIZE, RRC_SIZE], antialias=True),
+    }
+
+
+def _time(methods: dict[str, Callable[..., Any]], names: tuple[str, ...], datas: list[torch.Tensor],
+          plan: list[tuple[int, tuple[int, int, int, int]]]) -> dict[str, dict[str, float]]:
+    first_window = {}
+    for number, window in plan:
+        first_window.setdefault(number, window)
+    for number, window in first_window.items():  # warm-up, untimed
+        for name in names:
+            methods[name](number, datas[number], *window)
+    samples = timing.time_rotating(
+        list(names), plan, lambda name, item: methods[name](item[0], datas[item[0]], *item[1]))
+    return timing.milliseconds(samples)
+
+
+def _fallbacks(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {key: after[key] - before[key] for key in after
+            if key not in ("indexed", "unneeded") and after[key] != before[key]}
+
+
+def _run_set(args: argparse.Namespace, source: images.ImageSource, spec: _Set) -> dict[str, Any]:
+    count = args.index_large_images if spec.large else args.index_images
+    files = source.files(spec.height, spec.width, count)
+    raw = [path.read_bytes() for path in files.paths]
+    build_seconds, indexes = [], []
+    for data in raw:
+        start = time.perf_counter()
+        index = custom_op.jpeg_index(data)
+        build_seconds.append(time.perf_counter() - start)
+        if index is None:
+            raise RuntimeError(f"{spec.label}: a baseline benchmark file could not be indexed")
+        indexes.append(torch.frombuffer(bytearray(index), dtype=torch.uint8))
+    datas = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in raw]
+    methods = _methods(indexes)
+    rng = np.random.default_rng(args.seed)
+    result: dict[str, Any] = {
+        "label": spec.label, "recipe": files.description["recipe"], "files": len(raw),
+        "mean_encoded_bytes": float(np.mean([len(data) for data in raw])),
+        "index_bytes_per_image": float(np.mean([index.numel() for index in indexes])),
+        "index_share_of_file": float(np.mean([index.numel() / len(data)
+                                              for index, data in zip(indexes, raw)])),
+        "index_build_ms_median": 1000 * statistics.median(build_seconds)}
+    stats_before = custom_op.index_stats()
+    if spec.crop:
+        crop = min(args.crop, spec.height, spec.width)
+        plan = [(n, (int(rng.integers(0, spec.height - crop + 1)),
+                     int(rng.integers(0, spec.width - crop + 1)), crop, crop))
+                for _ in range(args.index_windows) for n in range(len(raw))]
+        stats = _time(methods, (FULL, TV_FULL, CROP, CROP_INDEXED), datas, plan)
+        result["crop"] = crop
+        result["crop_ms"] = {name: stat["median"] for name, stat in stats.items()}
+        result["crop256_indexed"] = stats[FULL]["median"] / stats[CROP_INDEXED]["median"]
+        result["crop256_unindexed"] = stats[FULL]["median"] / stats[CROP]["median"]
+        result["crop256_indexed_vs_torchvision"] = stats[TV_FULL]["median"] / stats[CROP_INDEXED]["median"]
+    if spec.rrc:
+        torch.manual_seed(args.seed)
+        sampler = v2.RandomResizedCrop(RRC_SIZE)
+        plan = [(n, sampling.random_resized_crop(sampler, datas[n]))
+                for _ in range(args.index_windows) for n in range(len(raw))]
+        stats = _time(methods, (RRC, RRC_INDEXED, TV_RRC), datas, plan)
+        result["rrc_ms"] = {name: stat["median"] for name, stat in stats.items()}
+        result["rrc224_indexed_vs_unindexed"] = stats[RRC]["median"] / stats[RRC_INDEXED]["median"]
+        result["rrc224_indexed_vs_torchvision"] = stats[TV_RRC]["median"] / stats[RRC_INDEXED]["median"]
+    result["fallbacks"] = _fallbacks(stats_before, custom_op.index_stats())
+    return result
+
+
+def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    sets, targets = [], []
+    for spec in SETS:
+        result = _run_set(args, source, spec)
+        sets.append(result)
+        if spec.crop_target is not None:
+            measured = result["crop256_indexed"]
+            targets.append({"target": f"{spec.label} {source.kind}: indexed {result['crop']}x{result['crop']} "
+                                      f"crop >= {spec.crop_target}x the file's full decode",
+                            "required": spec.crop_target, "measured": measured,
+                            "holds": measured >= spec.crop_target})
+        if spec.rrc_target is not None:
+            measured = result["rrc224_indexed_vs_unindexed"]
+            targets.append({"target": f"{spec.label} {source.kind}: indexed RandomResizedCrop({RRC_SIZE}) "
+                                      f">= {spec.rrc_target}x the unindexed call",
+                            "required": spec.rrc_target, "measured": measured,
+                            "holds": measured >= spec.rrc_target})
+    return {"config": {"images": source.kind, "seed": args.seed, "quality": args.quality,
+                       "subsampling": args.subsampling, "threads": torch.get_num_threads()},
+            "sets": sets, "targets": targets}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    kind = result["config"]["images"]
+    lines = [f"MCU-row indexes on {kind} files: size, build time, one call each (median ms)", ""]
+    rows = [[item["label"], str(item["files"]), f"{item['mean_encoded_bytes'] / 1024:.0f}",
+             f"{item['index_bytes_per_image']:.0f}", f"{item['index_share_of_file']:.2%}",
+             f"{item['index_build_ms_median']:.2f}",
+             ", ".join(f"{key} {value}" for key, value in item["fallbacks"].items()) or "none"]
+            for item in result["sets"]]
+    lines += [report.markdown_table(["set", "files", "KiB mean", "index B", "of file", "build ms",
+                                     "fallbacks"], rows, right=[False] + [True] * 5 + [False]), ""]
+    rows = []
+    for item in result["sets"]:
+        for key, names in (("crop_ms", (FULL, TV_FULL, CROP, CROP_INDEXED)),
+                           ("rrc_ms", (RRC, RRC_INDEXED, TV_RRC))):
+            for name in names if key in item else ():
+                rows.append([item["label"], name, f"{item[key][name]:.3f}"])
+    lines += [report.markdown_table(["set", "method", "median ms"], rows, right=[False, False, True]), ""]
+    rows = []
+    for item in result["sets"]:
+        if "crop_ms" in item:
+            rows.append([item["label"], "crop, indexed / full decode", report.format_ratio(item["crop256_indexed"])])
+            rows.append([item["label"], "crop, no index / full decode", report.format_ratio(item["crop256_unindexed"])])
+            rows.append([item["label"], "crop, indexed / torchvision full",
+                         report.format_ratio(item["crop256_indexed_vs_torchvision"])])
+        if "rrc_ms" in item:
+            rows.append([item["label"], "RRC, indexed / no index",
+                         report.format_ratio(item["rrc224_indexed_vs_unindexed"])])
+            rows.append([item["label"], "RRC, indexed / torchvision",
+                         report.format_ratio(item["rrc224_indexed_vs_torchvision"])])
+    lines += [report.markdown_table(["set", "ratio (speed-up)", "x"], rows, right=[False, False, True]), ""]
+    lines += ["Targets:", *report.format_targets(result["targets"])]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    report.standalone_main(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+// The MCU-row index of a baseline JPEG without restart markers: where each
+// MCU row's entropy-coded data begins and what each component's DC predictor
+// is there, so that a decoder can start at any row (index_seek.h) instead of
+// Huffman-decoding every row above it. This file owns the index's content and
+// its serialized form; index_builder.h finds the entries, index_seek.h uses
+// them.
+//
+// A position is a bit of the file's entropy-coded data, counted in the file's
+// own bytes (stuffed 0x00 bytes included) from the first byte after the SOS
+// segment: 8 * byte + bit, bit 0 being the most significant. Counting raw
+// bytes lets a decode start at its row without scanning the rows above it for
+// stuffed bytes.
+//
+// The serialized form (little-endian, varints are LEB128):
+//   "CJMI", version byte (1),
+//   varint file size, 8 bytes file_hash() of the whole file,
+//   varint width, varint height, byte component count (1..4), then one byte
+//   per scan component: h << 4 | v,
+//   varint MCUs per row, varint MCU rows, varint rows per entry,
+//   varint offset of the entropy-coded data in the file,
+//   per entry after the first (whose position and predictors are 0): varint
+//   position - previous position (positive), then per component the zigzag
+//   varint of predictor - previous predictor,
+//   varint end position (after the last MCU) - last entry's position,
+//   8 bytes file_hash() of everything before them.
+// Nothing is trusted: parse() checks every field, and the caller compares the
+// geometry with the file's own header; any mismatch refuses the index, and the
+// decode falls back to the ordinary path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace custom_op {
+namespace mcu_index {
+
+constexpr uint8_t kVersion = 1;
+constexpr char kMagic[4] = {'C', 'J', 'M', 'I'};
+// A DC coefficient of an 8-bit JPEG fits in 12 bits; the bound only keeps a
+// hostile index's sums far from overflow.
+constexpr int32_t kMaxPredictor = 1 << 15;
+constexpr int kMaxComponents = 4;
+
+struct Index {
+  uint64_t file_size = 0;
+  uint64_t file_hash = 0;
+  int64_t width = 0;
+  int64_t height = 0;
+  int components = 0;
+  int h[kMaxComponents] = {0, 0, 0, 0};  // Sampling factors, in scan order.
+  int v[kMaxComponents] = {0, 0, 0, 0};
+  int64_t mcus_per_row = 0;
+  int64_t mcu_rows = 0;
+  int64_t rows_per_entry = 1;
+  uint64_t scan_data_offset = 0;
+  // One position per entry (entry e starts MCU row e * rows_per_entry).
+  std::vector<uint64_t> positions;
+  // components predictors per entry.
+  std::vector<int32_t> predictors;
+  uint64_t end_position = 0;
+
+  int64_t entries() const { return (mcu_rows + rows_per_entry - 1) / rows_per_entry; }
+};
+
+inline uint64_t load_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) {
+    v = (v << 8) | p[i];
+  }
+  return v;
+}
+
+inline uint64_t rotl64(uint64_t v, int r) { return (v << r) | (v >> (64 - r)); }
+
+// A checksum of `size` bytes: FNV-1a's xor-and-multiply, applied to 8-byte
+// words in four independent lanes (so that a 1 MB file takes tens of
+// microseconds, not a millisecond) with a rotation after each multiply (a
+// multiply carries only upwards; the rotation feeds the high bits back), then
+// the tail bytes one by one and a final avalanche. It detects a stale or
+// damaged file; it is not meant to resist someone forging a collision.
+inline uint64_t file_hash(const uint8_t* data, size_t size) {
+  constexpr uint64_t kPrime = 0x00000100000001B3ULL;
+  constexpr uint64_t kBasis = 0xCBF29CE484222325ULL;
+  uint64_t lane[4] = {kBasis, kBasis ^ 0x9E3779B97F4A7C15ULL, kBasis ^ 0xC2B2AE3D27D4EB4FULL,
+                      kBasis ^ 0x165667B19E3779F9ULL};
+  size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      lane[k] = rotl64((lane[k] ^ load_le64(data + i + 8 * k)) * kPrime, 29);
+    }
+  }
+  uint64_t h = kBasis ^ static_cast<uint64_t>(size);
+  for (int k = 0; k < 4; ++k) {
+    h = rotl64((h ^ lane[k]) * kPrime, 31);
+  }
+  for (; i < size; ++i) {
+    h = (h ^ data[i]) * kPrime;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ULL;
+  h ^= h >> 33;
+  return h;
+}
+
+inline void put_varint(uint64_t v, std::vector<uint8_t>* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<uint8_t>(v));
+}
+
+inline uint64_t zigzag(int64_t v) {
+  return v < 0 ? (static_cast<uint64_t>(-(v + 1)) << 1) | 1 : static_cast<uint64_t>(v) << 1;
+}
+
+inline void put_le64(uint64_t v, std::vector<uint8_t>* out) {
+  for (int i = 0; i < 8; ++i) {
+    out->push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+}
+
+// The serialized form of a complete index (see the top of this file).
+inline std::vector<uint8_t> serialize(const Index& index) {
+  std::vector<uint8_t> out(kMagic, kMagic + 4);
+  out.push_back(kVersion);
+  put_varint(index.file_size, &out);
+  put_le64(index.file_hash, &out);
+  put_varint(static_cast<uint64_t>(index.width), &out);
+  put_varint(static_cast<uint64_t>(index.height), &out);
+  out.push_back(static_cast<uint8_t>(index.components));
+  for (int c = 0; c < index.components; ++c) {
+    out.push_back(static_cast<uint8_t>(index.h[c] << 4 | index.v[c]));
+  }
+  put_varint(static_cast<uint64_t>(index.mcus_per_row), &out);
+  put_varint(static_cast<uint64_t>(index.mcu_rows), &out);
+  put_varint(static_cast<uint64_t>(index.rows_per_entry), &out);
+  put_varint(index.scan_data_offset, &out);
+  const int64_t entries = index.entries();
+  for (int64_t e = 1; e < entries; ++e) {
+    put_varint(index.positions[e] - index.positions[e - 1], &out);
+    for (int c = 0; c < index.components; ++c) {
+      put_varint(zigzag(static_cast<int64_t>(index.predictors[e * index.components + c]) -
+                        index.predictors[(e - 1) * index.components + c]),
+                 &out);
+    }
+  }
+  put_varint(index.end_position - index.positions[entries - 1], &out);
+  put_le64(file_hash(out.data(), out.size()), &out);
+  return out;
+}
+
+// Reads what serialize() wrote, bounds-checked at every byte.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  bool byte(uint8_t* v) {
+    if (pos_ >= size_) {
+      return false;
+    }
+    *v = data_[pos_++];
+    return true;
+  }
+
+  // At most 10 bytes and no bits beyond 64: a longer varint is malformed.
+  bool varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      uint8_t b = 0;
+      if (!byte(&b) || (shift == 63 && b > 1)) {
+        return false;
+      }
+      *v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if ((b & 0x80) == 0) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool le64(uint64_t* v) {
+    if (size_ - pos_ < 8) {
+      return false;
+    }
+    *v = load_le64(data_ + pos_);
+    pos_ += 8;
+    return true;
+  }
+
+  size_t position() const { return pos_; }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+inline int64_t unzigzag(uint64_t v) {
+  return (v & 1) ? -static_cast<int64_t>(v >> 1) - 1 : static_cast<int64_t>(v >> 1);
+}
+
+// Parses and checks a serialized index: its own checksum, every field's
+// range, positions strictly increasing (every MCU codes at least two bits)
+// and within `data_bits` (the entropy-coded data's bits, at most), the
+// predictors bounded. It does not look at the JPEG: matches_file() does.
+// Refuses absurd sizes before allocating (an entry costs at least 2 bytes).
+inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
+  if (bytes == nullptr || size < 4 + 1 + 8 + 8 || std::memcmp(bytes, kMagic, 4) != 0) {
+    return false;
+  }
+  if (load_le64(bytes + size - 8) != file_hash(bytes, size - 8)) {
+    return false;
+  }
+  Reader r(bytes + 4, size - 4 - 8);
+  uint8_t version = 0;
+  uint64_t width = 0, height = 0, mcus_per_row = 0, mcu_rows = 0, rows_per_entry = 0;
+  uint8_t components = 0;
+  if (!r.byte(&version) || version != kVersion || !r.varint(&index->file_size) ||
+      !r.le64(&index->file_hash) || !r.varint(&width) || !r.varint(&height) ||
+      !r.byte(&components) || components < 1 || components > kMaxComponents || width < 1 ||
+      height < 1 || width > 65535 || height > 65535) {
+    return false;
+  }
+  index->width = static_cast<int64_t>(width);
+  index->height = static_cast<int64_t>(height);
+  index->components = components;
+  for (int c = 0; c < components; ++c) {
+    uint8_t factors = 0;
+    if (!r.byte(&factors)) {
+      return false;
+    }
+    index->h[c] = factors >> 4;
+    index->v[c] = factors & 15;
+    if (index->h[c] < 1 || index->h[c] > 4 || index->v[c] < 1 || index->v[c] > 4) {
+      return false;
+    }
+  }
+  if (!r.varint(&mcus_per_row) || !r.varint(&mcu_rows) || !r.varint(&rows_per_entry) ||
+      !r.varint(&index->scan_data_offset) || mcus_per_row < 1 || mcu_rows < 1 ||
+      mcus_per_row > 65535 || mcu_rows > 65535 || rows_per_entry < 1 || rows_per_entry > mcu_rows ||
+      index->scan_data_offset >= index->file_size) {
+    return false;
+  }
+  index->mcus_per_row = static_cast<int64_t>(mcus_per_row);
+  index->mcu_rows = static_cast<int64_t>(mcu_rows);
+  index->rows_per_entry = static_cast<int64_t>(rows_per_entry);
+  const int64_t entries = index->entries();
+  if (static_cast<uint64_t>(entries - 1) * (1 + components) > size) {
+    return false;
+  }
+  const uint64_t data_bits = (index->file_size - index->scan_data_offset) * 8;
+  index->positions.assign(static_cast<size_t>(entries), 0);
+  index->predictors.assign(static_cast<size_t>(entries * components), 0);
+  for (int64_t e = 1; e < entries; ++e) {
+    uint64_t step = 0;
+    if (!r.varint(&step) || step == 0 || step > data_bits - index->positions[e - 1]) {
+      return false;
+    }
+    index->positions[e] = index->positions[e - 1] + step;
+    for (int c = 0; c < components; ++c) {
+      uint64_t delta = 0;
+      if (!r.varint(&delta) || delta > 4 * static_cast<uint64_t>(kMaxPredictor)) {
+        return false;
+      }
+      const int64_t value = index->predictors[(e - 1) * components + c] + unzigzag(delta);
+      if (value <= -kMaxPredictor || value >= kMaxPredictor) {
+        return false;
+      }
+      index->predictors[e * components + c] = static_cast<int32_t>(value);
+    }
+  }
+  uint64_t last = 0;
+  if (!r.varint(&last) || last == 0 || last > data_bits - index->positions[entries - 1]) {
+    return false;
+  }
+  index->end_position = index->positions[entries - 1] + last;
+  // Trailing bytes before the checksum mean another writer: refuse them.
+  return r.position() == size - 4 - 8;
+}
+
+}  // namespace mcu_index
+}  // namespace custom_op
