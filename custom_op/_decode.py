@@ -189,7 +189,7 @@ def decode_and_crop_jpeg(
         torch.Size([3, 256, 256])
     """
     arguments = (data, crop_y, crop_x, crop_height, crop_width, mode, strict, max_pixels,
-                 max_scans, seek, contiguous, max_memory, apply_exif_orientation)
+                 max_scans, seek, contiguous, max_memory, apply_exif_orientation, index)
     if torch.compiler.is_compiling():  # argument errors raised when the graph runs
         return _deferred_errors.checked_in_graph(lambda: _crop(*arguments), (3, 1, 1))
     return _crop(*arguments)
@@ -197,7 +197,8 @@ def decode_and_crop_jpeg(
 
 def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
           mode: str, strict: bool, max_pixels: int, max_scans: int, seek: bool,
-          contiguous: bool, max_memory: int, apply_exif_orientation: bool) -> torch.Tensor:
+          contiguous: bool, max_memory: int, apply_exif_orientation: bool,
+          index: JpegData | None) -> torch.Tensor:
     """decode_and_crop_jpeg, its arguments checked here."""
     name = "decode_and_crop_jpeg"
     encoded = _as_encoded(data, name)
@@ -319,7 +320,8 @@ def decode_and_resized_crop_jpeg(
         torch.Size([3, 224, 224])
     """
     arguments = (data, crop_y, crop_x, crop_height, crop_width, size, mode, antialias, strict,
-                 max_pixels, max_scans, seek, contiguous, max_memory, apply_exif_orientation)
+                 max_pixels, max_scans, seek, contiguous, max_memory, apply_exif_orientation,
+                 index)
     if torch.compiler.is_compiling():  # argument errors raised when the graph runs
         return _deferred_errors.checked_in_graph(lambda: _resized_crop(*arguments), (3, 1, 1))
     return _resized_crop(*arguments)
@@ -328,7 +330,7 @@ def decode_and_resized_crop_jpeg(
 def _resized_crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width: int,
                   size: Union[int, Tuple[int, int]], mode: str, antialias: bool, strict: bool,
                   max_pixels: int, max_scans: int, seek: bool, contiguous: bool, max_memory: int,
-                  apply_exif_orientation: bool) -> torch.Tensor:
+                  apply_exif_orientation: bool, index: JpegData | None) -> torch.Tensor:
     """decode_and_resized_crop_jpeg, its arguments checked here."""
     name = "decode_and_resized_crop_jpeg"
     encoded = _as_encoded(data, name)

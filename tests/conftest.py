@@ -16,10 +16,17 @@ from __future__ import annotations
 import dataclasses
 import io
 import itertools
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
+
+# torch.compile's code cache of this run, not the machine's: Inductor keeps compiled graphs
+# in one folder per user across processes, and a graph compiled for an operator of another
+# checkout (another schema of the same name) is found there and called with its arguments.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="custom_op-tests-inductor-"))
 
 import numpy as np
 import pytest

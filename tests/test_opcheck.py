@@ -32,6 +32,8 @@ def files(corpus_by_id) -> dict[str, torch.Tensor]:
     tensors["restarts"] = torch.frombuffer(bytearray(custom_op.prepare_jpeg(tensors["rgb"])),
                                            dtype=torch.uint8)
     tensors["truncated"] = tensors["baseline"][: len(tensors["baseline"]) // 2].clone()
+    tensors["index"] = torch.frombuffer(bytearray(custom_op.jpeg_index(tensors["baseline"])),
+                                        dtype=torch.uint8)
     return tensors
 
 
@@ -61,14 +63,18 @@ _WINDOWS = [(3, 5, 40, 60), (0, 0, 7, 13)]
 #: operator name -> {case id: function of the files fixture giving the arguments}.
 CASES = {
     "decode_and_crop_jpeg": {
-        f"{mode}-{layout}": (lambda f, m=code, c=contiguous: (
+        **{f"{mode}-{layout}": (lambda f, m=code, c=contiguous: (
             f["cmyk"], 3, 5, 40, 50, m, True, *LIMITS, True, c, MEMORY))
-        for mode, code in (("rgb", RGB), ("unchanged", UNCHANGED))
-        for layout, contiguous in (("hwc", False), ("chw", True))},
+           for mode, code in (("rgb", RGB), ("unchanged", UNCHANGED))
+           for layout, contiguous in (("hwc", False), ("chw", True))},
+        "indexed": lambda f: (f["baseline"], 150, 5, 40, 50, RGB, True, *LIMITS, True, False,
+                              MEMORY, f["index"])},
     "decode_and_resized_crop_jpeg": {
-        f"scale{scale}": (lambda f, s=scale: (
+        **{f"scale{scale}": (lambda f, s=scale: (
             f["rgb"], 10, 20, 200, 180, 50, 40, s, True, RGB, True, *LIMITS, True, False, MEMORY))
-        for scale in (8, 2, 0)},
+           for scale in (8, 2, 0)},
+        "indexed": lambda f: (f["baseline"], 150, 20, 60, 180, 50, 40, 0, True, RGB, True,
+                              *LIMITS, True, False, MEMORY, f["index"])},
     "_decode_and_crop_jpeg": {
         f"{file}-{mode}-{layout}": (lambda f, n=file, m=code, c=contiguous: (
             f[n], 1, 2, 5, 9, m, True, *LIMITS, True, True, c, MEMORY))
@@ -128,6 +134,9 @@ CASES = {
     "_prepare_jpeg": {name: (lambda f, n=name: (f[n], *LIMITS, 64, MEMORY))
                       for name in ("rgb", "baseline")},
     "_intra_op_threads_in_batch": {f"threads{n}": (lambda f, n=n: (n,)) for n in (1, 2)},
+    "_jpeg_index": {name: (lambda f, n=name: (f[n],))
+                    for name in ("baseline", "gray", "rgb", "restarts")},
+    "_index_stats": {"counts": lambda f: ()},
     # Raises when given an error type (tests/test_compile.py); without one, zeros of the shape.
     "_argument_error": {"no-error": lambda f: ("", "", [2, 3])},
 }
