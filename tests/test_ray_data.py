@@ -159,14 +159,17 @@ def test_an_actor_killed_mid_epoch_is_replaced_without_a_lost_or_repeated_sample
     assert all(torch.equal(rows[path], expected[path]) for path in rows)
 
 
-def test_iter_torch_batches_gives_the_training_loop_tensors(cluster, files):
+@pytest.mark.parametrize("label_column", ["cls", None])
+def test_iter_torch_batches_gives_the_training_loop_tensors(cluster, files, label_column):
     dataset = _decoded(files, decoder=None)
     decoded = lane_map_batches(dataset, TRANSFORM, seed=SEED, epoch=EPOCH, batch_size=4,
-                               label_column="cls", classes=["a", "b"])
+                               label_column=label_column, classes=["a", "b"])
     batches = list(decoded.iter_torch_batches(batch_size=6))
-    assert [sorted(batch) for batch in batches] == [["image", "label"]] * 2
+    columns = ["image", "label"] if label_column else ["image"]
+    assert [sorted(batch) for batch in batches] == [columns] * 2
     assert all(batch["image"].dtype == torch.uint8 and batch["image"].shape == (6, 3, 48, 48)
-               and batch["label"].dtype == torch.int64 for batch in batches)
+               for batch in batches)
+    assert all(batch["label"].dtype == torch.int64 for batch in batches if label_column)
 
 
 def test_bad_arguments_are_refused_in_the_driver(cluster, files):

@@ -92,8 +92,9 @@ class LaneDecoder:
                 raise ValueError(f"LaneDecoder: the batch has no column {column!r} (it has "
                                  f"{sorted(batch)})")
         keys = [str(key) for key in batch[self.key_column]]
+        # Without a label column the lane still collates a label per sample: a 0 that is dropped.
         labels = ([self._label(value) for value in batch[self.label_column]]
-                  if self.label_column is not None else [None] * len(keys))
+                  if self.label_column is not None else [0] * len(keys))
         samples = [self._sample(value, key, label)
                    for value, key, label in zip(batch[self.bytes_column], keys, labels)]
         images, decoded_labels = self.lane.decode(self.lane.draw(samples))
