@@ -102,6 +102,7 @@ def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = N
         run.cpu_us_per_image.append(1e6 * cpu / images)  # type: ignore[attr-defined]
         return images, arrivals[-1] - arrivals[1]
     run.cpu_us_per_image = []  # type: ignore[attr-defined]
+    run.loader = loader  # type: ignore[attr-defined]
     return run
 
 
