@@ -15,7 +15,7 @@ compiler's identity is only recorded in the build log.
 
 The module uses torch's stable ABI and CPython's limited API only (see
 docs/design.md, "The binding"): one build serves every torch from
-TORCH_TARGET_VERSION on and every CPython from 3.9 on, so neither torch's
+TORCH_TARGET_VERSION on and every CPython from 3.10 on, so neither torch's
 version nor Python's is part of the key, and ``pip install -U torch`` keeps the
 build.
 """
@@ -66,12 +66,11 @@ EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
 #: from 2.10 (the headers refuse, at compile time, anything newer than the
 #: target); ATen operators that only newer headers wrap are called by name
 #: (binding/aten_calls.h), so 2.10's headers compile the source. 2.10 is the
-#: torch of SageMaker's newest PyTorch training image. The declared floor
-#: (pyproject.toml) is higher, 2.13, the oldest torch tested here: the target
-#: may stay older than the tested floor, which is what a user is promised.
+#: torch of SageMaker's newest PyTorch training image, and the declared floor
+#: (pyproject.toml; docs/install.md says which torch runs what test).
 TORCH_TARGET_VERSION = (2, 10)
 #: The oldest CPython of the abi3 module (torch's BuildExtension defines
-#: Py_LIMITED_API for extensions marked py_limited_api; pyproject says >=3.9).
+#: Py_LIMITED_API for extensions marked py_limited_api; pyproject says >=3.10).
 PYTHON_ABI_TAG = "abi3"
 
 
