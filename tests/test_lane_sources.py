@@ -6,7 +6,9 @@ batch without any JPEG. EXIF orientation: one default per source kind, the
 same per sample and batched: a folder and tar shards show the image as
 stored (ImageFolder, webdataset's decoders), Hugging Face rows turned
 (``datasets``' Image()). The per-sample pipelines are JpegFolder,
-``EncodedJpeg(member)`` and HfImageTransform, each with the same transform and seed.
+``EncodedJpeg(member)`` and HfImageTransform, each with the same transform, and for each
+sample the global generator seeded as the lane's stream for that sample
+(``BatchLane.sample_seed``), as docs/batch_lane.md promises.
 """
 
 from __future__ import annotations
@@ -27,8 +29,11 @@ from test_orientation import encode, exif_segment, with_exif
 SIZE = 16
 TRANSFORMS = {
     "fused": lambda: v2.Compose([v2.RandomResizedCrop(SIZE), v2.RandomHorizontalFlip()]),
+    # A tail that draws nothing: in the training process a drawing tail takes the global
+    # generators as it finds them (docs/batch_lane.md), so only a tail without draws is the
+    # per-sample pipeline's bit for bit here.
     "tail": lambda: v2.Compose([v2.RandomResizedCrop(SIZE), v2.RandomHorizontalFlip(),
-                                v2.RandomInvert()]),
+                                v2.Lambda(lambda image: 255 - image)]),
     "per-sample": lambda: v2.Compose([v2.CenterCrop(SIZE)]),
 }
 
@@ -37,9 +42,15 @@ def _png(path: pathlib.Path, seed: int) -> None:
     Image.fromarray(make_smooth_noise(40, 30, seed)).save(path, format="PNG")
 
 
-def _per_sample_batch(dataset: JpegFolder, indices: list[int], seed: int):
-    torch.manual_seed(seed)
-    return default_collate([dataset[index] for index in indices])
+def _seeded(lane: BatchLane, key, make):
+    """``make()`` with the global generator seeded as sample ``key``'s stream in the lane."""
+    with torch.random.fork_rng():
+        torch.manual_seed(lane.sample_seed(key))
+        return make()
+
+
+def _per_sample_batch(lane: BatchLane, dataset: JpegFolder, indices: list[int]):
+    return default_collate([_seeded(lane, index, lambda i=index: dataset[i]) for index in indices])
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +71,9 @@ def png_folder(tmp_path_factory) -> pathlib.Path:
 def test_non_jpeg_files_have_the_per_sample_channels(png_folder, mode: str,
                                                      transform: str) -> None:
     dataset = JpegFolder(png_folder, transform=TRANSFORMS[transform](), mode=mode)
-    lane = BatchLane(JpegFolder(png_folder, mode=mode), TRANSFORMS[transform]())
     for indices, seed in (([0, 1], 3), ([0, 1, 2, 3], 4), ([3, 0], 5)):
-        expected, labels = _per_sample_batch(dataset, indices, seed)
-        torch.manual_seed(seed)
+        lane = BatchLane(JpegFolder(png_folder, mode=mode), TRANSFORMS[transform](), seed=seed)
+        expected, labels = _per_sample_batch(lane, dataset, indices)
         images, lane_labels = lane(indices)
         assert images.shape == expected.shape == (len(indices), 1 if mode == "gray" else 3,
                                                   SIZE, SIZE)
@@ -97,9 +107,9 @@ def test_folder_lane_shows_what_jpeg_folder_shows(tmp_path, turned_jpeg, transfo
     (tmp_path / "a" / "phone.jpg").write_bytes(turned_jpeg)
     (tmp_path / "a" / "phone2.jpg").write_bytes(turned_jpeg)
     dataset = JpegFolder(tmp_path, transform=TRANSFORMS[transform]())
-    expected, _ = _per_sample_batch(dataset, [0, 1], 7)
-    torch.manual_seed(7)
-    images, _ = BatchLane(JpegFolder(tmp_path), TRANSFORMS[transform]())([0, 1])
+    lane = BatchLane(JpegFolder(tmp_path), TRANSFORMS[transform](), seed=7)
+    expected, _ = _per_sample_batch(lane, dataset, [0, 1])
+    images, _ = lane([0, 1])
     assert torch.equal(images, expected)
     assert JpegFolder(tmp_path)[0][0].canvas_size == (30, 44)  # as stored, as ImageFolder
 
@@ -112,10 +122,11 @@ def _tar_sample(data: bytes, key: str) -> dict:
 def test_tar_lane_shows_what_a_member_shows(turned_jpeg, transform) -> None:
     samples = [_tar_sample(turned_jpeg, "0"), _tar_sample(turned_jpeg, "1")]
     per_sample = TRANSFORMS[transform]()
-    torch.manual_seed(8)
-    expected = torch.stack([per_sample(EncodedJpeg(sample["jpg"])) for sample in samples])
-    torch.manual_seed(8)
-    images, _ = BatchLane(None, TRANSFORMS[transform]()).collate_samples(samples)
+    lane = BatchLane(None, TRANSFORMS[transform](), seed=8)
+    expected = torch.stack([
+        _seeded(lane, f"shard.tar/{sample['__key__']}",
+                lambda s=sample: per_sample(EncodedJpeg(s["jpg"]))) for sample in samples])
+    images, _ = lane.collate_samples(samples)
     assert torch.equal(images, expected)
 
 
@@ -144,11 +155,11 @@ def test_hugging_face_lane_shows_what_hf_image_transform_shows(turned_jpeg, tran
                                                                exif) -> None:
     rows = _Rows(turned_jpeg, 2)
     options = {} if exif is None else {"apply_exif_orientation": exif}
-    torch.manual_seed(9)
-    expected = torch.stack(HfImageTransform(TRANSFORMS[transform](), **options)(rows[[0, 1]])
-                           ["image"])
-    torch.manual_seed(9)
-    images, labels = BatchLane(HfRows(rows, **options), TRANSFORMS[transform]())([0, 1])
+    lane = BatchLane(HfRows(rows, **options), TRANSFORMS[transform](), seed=9)
+    per_sample = HfImageTransform(TRANSFORMS[transform](), **options)
+    expected = torch.stack([_seeded(lane, index, lambda i=index: per_sample(rows[[i]])["image"][0])
+                            for index in (0, 1)])
+    images, labels = lane([0, 1])
     assert torch.equal(images, expected) and labels.tolist() == [0, 1]
     turned = exif is None
     assert HfRows(rows, **options).options.apply_exif_orientation is turned
