@@ -348,6 +348,11 @@ inline IndexOutcome make_index_cut(const uint8_t* data, size_t size,
   if (!parse(index_bytes, index_size, &index)) {
     return IndexOutcome::kRefused;
   }
+  // The planning below reads the index's entries by the file's MCU rows: an index
+  // of another grid (another file's) is refused before any of them is read.
+  if (index.mcu_rows != scan.grid.mcu_rows || index.mcus_per_row != scan.grid.mcus_per_row) {
+    return IndexOutcome::kRefused;
+  }
   IndexCut cut;
   if (!plan_index_cut(index, scan.grid, planned.row_begin, planned.row_end, &cut) ||
       !worth_cutting(index, scan.grid, cut)) {
