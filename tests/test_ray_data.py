@@ -26,8 +26,18 @@ SEED, EPOCH = 11, 3
 TRANSFORM = v2.Compose([v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()])
 
 
+def _is_ray(pid: int) -> bool:
+    """Whether ``pid`` runs one of Ray's programs (raylet, GCS, its workers and actors)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return False
+    return b"ray" in command
+
+
 def _descendants(pid: int) -> set[int]:
-    """The live processes below ``pid``, from /proc."""
+    """The live processes of Ray's below ``pid``, from /proc (a test worker has others of its
+    own, torch.compile's, multiprocessing's, that Ray's shutdown must leave alone)."""
     children: dict[int, list[int]] = collections.defaultdict(list)
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -41,7 +51,7 @@ def _descendants(pid: int) -> set[int]:
         for child in children[todo.pop()]:
             found.add(child)
             todo.append(child)
-    return found
+    return {process for process in found if _is_ray(process)}
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +67,7 @@ def cluster():
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
     before = _descendants(os.getpid())
+    assert before, "no Ray process found below this one: the check would check nothing"
     ray.shutdown()
     cluster.shutdown()
     deadline = time.monotonic() + 30
