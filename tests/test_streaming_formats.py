@@ -131,8 +131,19 @@ def test_the_lane_is_the_per_sample_pipeline(kind, written) -> None:
 
 @pytest.mark.parametrize("kind", ["mds", "lit"])
 def test_a_corrupt_sample_is_named(kind, written) -> None:
-    with pytest.raises(JpegDecodeError, match=rf"{kind}: (sample|item) {CORRUPT}\b"):
+    named = rf"{kind}: (sample|item) {CORRUPT}\b"
+    with pytest.raises(JpegDecodeError, match=named):
         _ours(kind, written)[CORRUPT]
+    with pytest.raises(JpegDecodeError, match=named):
+        BatchLane(_ours(kind, written), v2.RandomResizedCrop(16))([0, CORRUPT])
+
+
+def test_an_mds_streaming_dataset_is_read_as_its_folder(written) -> None:
+    dataset = MdsJpegs(streaming.StreamingDataset(local=written["mds"], batch_size=2))
+    assert len(dataset) == len(written["files"])
+    for index in range(len(GOOD)):
+        assert dataset.record(index) == MdsJpegs(written["mds"]).record(index)
+        assert bytes(dataset.record(index)[0]) == written["files"][index]
 
 
 def test_an_mds_png_column_decodes_and_a_pixel_column_is_refused(tmp_path) -> None:

@@ -46,6 +46,13 @@ def _column_bytes(reader: Any, data: bytes, column: str) -> bytes:
     raise ValueError(f"MdsJpegs: no column {column!r}; the columns are {reader.column_names}")
 
 
+def _dataset_name(dataset: Any) -> str:
+    """Where a LocalDataset or StreamingDataset reads its shards from, for error messages."""
+    streams = getattr(dataset, "streams", None)
+    local = getattr(dataset, "local", None) or (streams[0].local if streams else None)
+    return str(local or type(dataset).__name__)
+
+
 def _local_dataset(local: str) -> Any:
     require("mds", "custom_op.datasets.MdsJpegs")
     from streaming import LocalDataset
@@ -102,7 +109,7 @@ class MdsJpegs(EncodedRecords):
             self.name = os.fspath(dataset)
             dataset = _local_dataset(self.name)
         else:
-            self.name = getattr(dataset, "local", None) or type(dataset).__name__
+            self.name = _dataset_name(dataset)
         if not hasattr(dataset, "spanner") or not hasattr(dataset, "shards"):
             raise TypeError("MdsJpegs: expected a folder of MDS shards or a streaming "
                             f"LocalDataset/StreamingDataset, got {type(dataset).__name__}")
