@@ -179,3 +179,19 @@ def test_a_missing_library_names_the_extra(monkeypatch, tmp_path, kind, module) 
                         lambda name, *a: None if name == module else found(name, *a))
     with pytest.raises(ImportError, match=rf"pip install 'custom_op\[{kind}\]'"):
         (MdsJpegs if kind == "mds" else LitJpegs)(str(tmp_path))
+
+
+@pytest.mark.parametrize("kind", ["mds", "lit"])
+def test_bad_arguments_are_refused(kind, written) -> None:
+    with pytest.raises(ValueError, match="on_error must be one of"):
+        _ours(kind, written, on_error="skip")
+    with pytest.raises(TypeError, match="colour"):
+        _ours(kind, written, colour="rgb")
+    with pytest.raises(TypeError, match="transform must be callable"):
+        _ours(kind, written, transform="crop")
+    if kind == "lit":
+        with pytest.raises(ValueError, match="cannot set serializers"):
+            _ours(kind, written, dataset_options={"serializers": {}})
+    else:
+        with pytest.raises(TypeError, match="expected a folder of MDS shards"):
+            MdsJpegs(object())

@@ -15,8 +15,8 @@ import os
 from typing import Any, Callable, Mapping, Optional
 
 from .._core._extras import require
+from .._torchvision._decode_options import DecodeOptions
 from ._encoded_records import EncodedRecords
-from ._huggingface import hf_decode_options
 
 __all__ = ["LitJpegs"]
 
@@ -25,12 +25,15 @@ class EncodedBytes:
     """A LitData serializer that reads a stored image's bytes as they are (it never writes)."""
 
     def serialize(self, item: Any) -> tuple[bytes, Optional[str]]:
+        """Refused: datasets are written with litdata's own serializers."""
         raise TypeError("custom_op's EncodedBytes only reads; write with litdata's serializers")
 
     def deserialize(self, data: bytes) -> bytes:
+        """The stored bytes, copied out of litdata's chunk buffer."""
         return bytes(data)
 
     def can_serialize(self, item: Any) -> bool:
+        """Never chosen for writing."""
         return False
 
     def setup(self, metadata: Any) -> None:
@@ -99,7 +102,10 @@ class LitJpegs(EncodedRecords):
         super().__init__("LitJpegs", transform, on_error)
         if not isinstance(input_dir, (str, os.PathLike)):
             raise TypeError(f"LitJpegs: input_dir must be a folder, got {input_dir!r}")
-        self.options = hf_decode_options("LitJpegs", **decode_options)
+        # LitData's decoder turns a JPEG that carries EXIF (exif_transpose), so by default so
+        # do the items here.
+        self.options = DecodeOptions.checked("LitJpegs", **{"apply_exif_orientation": True,
+                                                            **decode_options})
         self.input_dir = os.fspath(input_dir)
         self.dataset = _streaming_dataset(self.input_dir, dict(dataset_options or {}))
         self.column, self.label_column = column, label_column

@@ -20,8 +20,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .._core._extras import require
+from .._torchvision._decode_options import DecodeOptions
 from ._encoded_records import EncodedRecords
-from ._huggingface import hf_decode_options
 
 __all__ = ["MdsJpegs"]
 
@@ -103,8 +103,7 @@ class MdsJpegs(EncodedRecords):
                  transform: Optional[Callable[[Any], Any]] = None, *, on_error: str = "raise",
                  **decode_options: Any) -> None:
         super().__init__("MdsJpegs", transform, on_error)
-        self.options = hf_decode_options("MdsJpegs", **{"apply_exif_orientation": False,
-                                                        **decode_options})
+        self.options = DecodeOptions.checked("MdsJpegs", **decode_options)
         if isinstance(dataset, (str, os.PathLike)):
             self.name = os.fspath(dataset)
             dataset = _local_dataset(self.name)
