@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
-import litdata
+import litdata  # requirements-formats.txt installs both: a missing one fails the run, no skip
 import pytest
 import streaming
 import torch
