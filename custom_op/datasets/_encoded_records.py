@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Sequence, Union
 
+from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
@@ -20,8 +21,9 @@ from ._huggingface import hf_image
 from ._lane_sample import LaneSample
 
 
-class EncodedRecords:
-    """A map-style dataset of ``(image, label)`` items and a batch lane source in one.
+class EncodedRecords(Dataset):
+    """A map-style dataset of ``(image, label)`` items and a batch lane source in one (a
+    DistributedSampler splits it between ranks as any map-style dataset).
 
     Subclasses set ``self.options`` (DecodeOptions) and implement ``__len__``
     and ``record(index) -> (image bytes, label, name)``.
