@@ -19,7 +19,7 @@ TORCH_PINS ?= torch==2.9.1 torchvision==0.24.1
 else
 TORCH_PINS ?= torch==2.14.1 torchvision==0.29.1
 endif
-DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-dev.txt | cksum | cut -d' ' -f1)
+DEPS_STAMP := $(VENV)/.deps-$(shell echo '$(TORCH_PINS)' | cat - requirements-dev.txt requirements-formats.txt | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 # pytest-xdist workers (one per core by default), each taking whole test files
 # (--dist loadfile), so that a module's expensive fixtures (a cold build, a local
@@ -39,8 +39,12 @@ $(PY):
 
 # custom_op itself goes in editable (python -m custom_op.prepare works from any
 # folder) and builds nothing now: a checkout builds on first use, once.
-$(DEPS_STAMP): requirements-dev.txt pyproject.toml setup.py | $(PY)
+# requirements-formats.txt (MosaicML Streaming, LitData) goes in with --no-deps, pinned: their
+# own requirements would downgrade numpy and huggingface_hub (the file says which pins), and pip
+# has no per-line --no-deps.
+$(DEPS_STAMP): requirements-dev.txt requirements-formats.txt pyproject.toml setup.py | $(PY)
 	$(PY) -m pip install --upgrade-strategy only-if-needed $(TORCH_PINS) -r requirements-dev.txt
+	$(PY) -m pip install --no-deps -r requirements-formats.txt
 	$(PY) -m pip install --no-build-isolation --no-deps --editable .
 	rm -f $(VENV)/.deps-*
 	touch $@

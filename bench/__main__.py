@@ -23,6 +23,7 @@ it runs and how it times it):
   detection       a COCO-style detection pipeline, 800x533: RandomIoUCrop with boxes
   timm            timm's train transform, DataLoader, 500x375: ImageFolder against JpegFolder
   huggingface     a Hub-style parquet dataset through datasets: Image() (Pillow) against custom_op
+  formats         MDS and LitData: each library's own decode against custom_op's items and the lane
   eval            the evaluation recipe Resize(256) + CenterCrop(224), three sizes
   lane            the batch lane (workers, threads) against per-sample, torchvision and the ceiling
   ray             the lane on Ray Data against the threads lane and torchvision, one machine
@@ -44,9 +45,9 @@ import time
 import traceback
 
 from bench import images, machine, photos, report  # the package pins thread counts before torch loads
-from bench import (chart, classification_bench, detection_bench, eval_bench, huggingface_bench,
-                   imagenet_bench, index_bench, lane_bench, operator_bench, pipeline_bench,
-                   prepared_bench, ray_bench, ship_bench, timm_bench)
+from bench import (chart, classification_bench, detection_bench, eval_bench, formats_bench,
+                   huggingface_bench, imagenet_bench, index_bench, lane_bench, operator_bench,
+                   pipeline_bench, prepared_bench, ray_bench, ship_bench, timm_bench)
 
 #: The parts, in the order "all" runs them: each module has add_arguments(parser),
 #: run(args, source) and format_table(result).
@@ -54,7 +55,7 @@ PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": ima
          "prepared": prepared_bench, "index": index_bench,
          "classification": classification_bench, "detection": detection_bench,
          "eval": eval_bench, "timm": timm_bench, "huggingface": huggingface_bench,
-         "lane": lane_bench, "ray": ray_bench, "ship": ship_bench}
+         "formats": formats_bench, "lane": lane_bench, "ray": ray_bench, "ship": ship_bench}
 #: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.
 CORPUS_PARTS = ("operator", "pipeline")
 COMMANDS = ("all", *PARTS, "chart", "tables")

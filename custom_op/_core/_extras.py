@@ -3,7 +3,8 @@
 The core (decode functions, operators) needs torch alone, so a plain
 ``pip install custom_op`` leaves the installed torch as it is. EncodedJpeg, the
 transforms and the datasets need torchvision (and numpy), the prepare tool
-tqdm and numpy: each is an extra of the package (pyproject.toml). Without
+tqdm and numpy, the MosaicML Streaming and LitData readers their libraries:
+each is an extra of the package (pyproject.toml). Without
 them, importing those parts raises an ImportError that says which extra to
 install, rather than a bare "No module named 'torchvision'".
 """
@@ -16,6 +17,8 @@ import importlib.util
 EXTRAS = {
     "torchvision": ("torchvision", "numpy"),
     "prepare": ("tqdm", "numpy"),
+    "mds": ("torchvision", "streaming"),
+    "litdata": ("torchvision", "litdata"),
 }
 
 

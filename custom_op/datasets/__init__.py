@@ -20,6 +20,10 @@
   (seed, epoch) determine, for resuming), :func:`shard_loader` (tar shards split by rank
   and worker, reshuffled every epoch: :class:`ShardSet`, :class:`EpochShuffle`,
   :class:`ShardLoader`) (docs/batch_lane.md).
+- :class:`MdsJpegs`, :class:`LitJpegs`: MosaicML Streaming (MDS) shards and
+  LitData optimized datasets read with their JPEG column still encoded, as
+  ``(EncodedJpeg, label)`` items and as batch lane sources
+  (docs/streaming_formats.md); their libraries are imported when one is made.
 - :class:`LaneDecoder`, :func:`lane_map_batches`: the lane as a Ray Data
   ``map_batches`` step, for decoding on a cluster's CPU nodes (docs/ray.md).
 """
@@ -35,12 +39,15 @@ from ._huggingface import HfImageTransform, hf_image
 from ._lane_loaders import lane_dataloader, lane_threads
 from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
+from ._litdata import LitJpegs
+from ._mds import MdsJpegs
 from ._ray_data import LaneDecoder, lane_map_batches
 from ._shards import EpochShuffle, ShardLoader, ShardSet, shard_loader
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
-           "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "ON_ERROR_POLICIES", "ShardLoader",
+           "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "LitJpegs", "MdsJpegs",
+           "ON_ERROR_POLICIES", "ShardLoader",
            "ShardSet", "TarSamples", "hf_image", "lane_dataloader", "lane_map_batches", "lane_threads", "load_sample",
            "shard_loader"]

@@ -107,8 +107,8 @@ def lane_source(source: Any) -> Any:
         return _FolderSource(source)
     if source is None or hasattr(source, "lane_samples"):
         return source
-    raise TypeError(f"BatchLane: the source must be a JpegFolder, an HfRows, or None for tar "
-                    f"shard samples, got {type(source).__name__}")
+    raise TypeError(f"BatchLane: the source must be a JpegFolder, an HfRows, an MdsJpegs, a "
+                    f"LitJpegs, or None for tar shard samples, got {type(source).__name__}")
 
 
 #: The decode options of tar shard members: the image as stored, as webdataset's own decoders
