@@ -1,5 +1,6 @@
-# make check  - create .venv if missing, install what is needed, build, then a quick
-#               check: decode a file, a few seconds of a DataLoader (python -m custom_op.check)
+# make check  - create .venv if missing, install what custom_op needs to run (torch,
+#               torchvision), build, then a quick check: decode a file, a few seconds of a
+#               DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
 # make bench  - the same, then every benchmark part on generated and real photos
 # make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
@@ -51,6 +52,17 @@ $(DEPS_STAMP): requirements-dev.txt requirements-formats.txt pyproject.toml setu
 
 deps: $(DEPS_STAMP) jpeg-headers
 
+# make check's smaller set: what custom_op and its torchvision extra need to run (the check
+# decodes through torchvision's transforms), not the development stack that make test and make
+# bench add. A full install serves it too.
+CHECK_STAMP := $(VENV)/.check-deps-$(shell echo '$(TORCH_PINS)' | cksum | cut -d' ' -f1)
+$(CHECK_STAMP): pyproject.toml setup.py | $(PY)
+	@if [ -f $(DEPS_STAMP) ]; then :; else \
+	  $(PY) -m pip install --upgrade-strategy only-if-needed $(TORCH_PINS) filelock numpy 'setuptools>=64' && \
+	  $(PY) -m pip install --no-build-isolation --no-deps --editable .; fi
+	rm -f $(VENV)/.check-deps-*
+	touch $@
+
 # libjpeg-turbo's headers: installed with apt-get when missing and we are root,
 # otherwise we say what to install.
 jpeg-headers:
@@ -69,7 +81,7 @@ jpeg-headers:
 
 # A real photo for the check to decode when the benchmark's are installed.
 CHECK_PHOTO := $(wildcard /usr/share/backgrounds/Bridge_by_Sander_Klootwijk.jpg)
-check: deps
+check: $(CHECK_STAMP) jpeg-headers
 	$(PY) -m custom_op.check $(if $(CHECK_PHOTO),--photo $(CHECK_PHOTO))
 
 # tests/test_wheel.py installs the wheel `make wheel` makes beside torch 2.13 (its

@@ -3,15 +3,16 @@
 Run from the repository root:
 
     python -m bench lane                                   # generated and real photos, 3 sizes
-    python -m bench lane --photos ~/photos --json lane.json  # your photos, fitted to the sizes
+    python -m bench lane --photos ~/photos --json lane.json  # your photos, as they are
     python -m bench lane --images real --lane-sizes 375x500 --lane-rounds 5
 
 The question: how close does a training input pipeline get to the decoder's
 own speed? Every row delivers batches of 64 uint8 RandomResizedCrop(224) +
 RandomHorizontalFlip windows from an ImageFolder tree (--lane-files files per
-size; real photos are fitted to the size as bench/photos.py does, from the
-wallpapers or from --photos DIR), --lane-length images per epoch drawn by a
-random sampler, on 2 cores:
+size; real photos are the wallpapers fitted to the size as bench/photos.py does,
+a size no wallpaper is large enough for skipped alone; with --photos DIR, the
+JPEGs under DIR as they are, whatever their sizes, in place of the sizes),
+--lane-length images per epoch drawn by a random sampler, on 2 cores:
 
   per_sample         today's recipe: custom_op.JpegFolder (EncodedJpeg) + v2 transforms,
                      DataLoader, 2 workers, batch 64
@@ -76,8 +77,9 @@ DEFAULT_SIZES = "375x500,533x800,1600x2560"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("batch lane")
     group.add_argument("--photos", type=pathlib.Path, default=None,
-                       help="folder of source photos (JPEGs) fitted to each size for the real "
-                            "rows (default: the wallpapers, as the other parts)")
+                       help="a folder of your JPEGs, measured as they are (sub-folders are "
+                            "classes) in place of the real rows' sizes (default: the "
+                            "wallpapers, fitted to --lane-sizes)")
     group.add_argument("--json", type=pathlib.Path, default=None,
                        help="also write {kind: {size: {row: images/s}}} to this file (merged)")
     group.add_argument("--lane-sizes", default=DEFAULT_SIZES,
@@ -104,18 +106,28 @@ def _sizes(text: str) -> list[tuple[int, int]]:
     return sizes
 
 
-def _files(args: argparse.Namespace, source: images.ImageSource, height: int, width: int,
-           count: int) -> pathlib.Path:
+def _files(source: images.ImageSource, height: int, width: int, count: int) -> pathlib.Path:
     """The ImageFolder tree of ``count`` files of height x width for this kind."""
-    if source.kind == "real" and args.photos is not None:
-        sources = sorted(path for path in args.photos.rglob("*")
-                         if path.suffix.lower() in images.JPEG_SUFFIXES)
-        folder = args.cache / f"lane-{args.photos.name}-{height}x{width}-q{args.quality}-seed{args.seed}"
-        photos.write_photo_folder(folder, sources, count, height, width, classes=images.CLASSES,
-                                  quality=args.quality, subsampling=args.subsampling,
-                                  seed=args.seed, progressive=False)
-        return folder
     return pathlib.Path(source.files(height, width, count).description["folder"])
+
+
+def _tree_of(folder: pathlib.Path, cache: pathlib.Path) -> tuple[pathlib.Path, int, int]:
+    """An ImageFolder tree of links to the JPEGs under ``folder``, unchanged (each sub-folder a
+    class; files at the top a class of their own), and the median height and width of them."""
+    jpegs = sorted(path for path in folder.rglob("*")
+                   if path.suffix.lower() in images.JPEG_SUFFIXES and path.is_file())
+    if not jpegs:
+        raise photos.PhotosUnavailable(f"--photos {folder}: no JPEG files under it")
+    tree = cache / f"lane-as-is-{folder.resolve().as_posix().strip('/').replace('/', '_')}"
+    for number, path in enumerate(jpegs):
+        relative = path.relative_to(folder)
+        label = relative.parts[0] if len(relative.parts) > 1 else "photos"
+        link = tree / label / f"{number:06d}{path.suffix.lower()}"
+        if not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(path.resolve())
+    sizes = [custom_op.jpeg_size(path.read_bytes()) for path in jpegs]
+    return tree, int(np.median([h for h, _ in sizes])), int(np.median([w for _, w in sizes]))
 
 
 def _transform() -> v2.Compose:
@@ -238,14 +250,29 @@ def _runners(tree: pathlib.Path, length: int, seed: int,
     }
 
 
+def _epoch_length(args: argparse.Namespace, height: int, width: int) -> int:
+    """Images per epoch: at least 6 batches, an even number at the defaults (loaders.steady_runner
+    leaves out the first two, and 2 loaders deliver in pairs); a quarter over 2 megapixels."""
+    large = height * width > 2_000_000
+    return max(6 * BATCH, args.lane_length // 4) if large else args.lane_length
+
+
 def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,
               width: int) -> dict[str, Any]:
     large = height * width > 2_000_000
     files = max(8, args.lane_files // 4) if large else args.lane_files
-    # At least 6 batches an epoch, an even number at the defaults: loaders.steady_runner leaves
-    # out the first two, and 2 loaders deliver in pairs.
-    length = max(6 * BATCH, args.lane_length // 4) if large else args.lane_length
-    tree = _files(args, source, height, width, files)
+    try:
+        tree = _files(source, height, width, files)
+    except photos.PhotosUnavailable as error:
+        print(f"lane: {height}x{width} on {source.kind} images skipped: {error}", flush=True)
+        return {"height": height, "width": width, "skipped": str(error)}
+    return _run_tree(args, tree, height, width, files)
+
+
+def _run_tree(args: argparse.Namespace, tree: pathlib.Path, height: int, width: int,
+              files: int) -> dict[str, Any]:
+    """Every row over the files of ``tree``, timed interleaved."""
+    length = _epoch_length(args, height, width)
     torch.manual_seed(args.seed)
     runners = _runners(tree, length, args.seed, args.lane_host_normalize)
     if args.lane_dali is not None:
@@ -280,9 +307,15 @@ def _paired_ratio(rates: list[float], others: list[float]) -> float:
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
-    """Every size of this kind, each timed interleaved; rows with ratios; --json merged."""
-    sizes = {f"{height}x{width}": _run_size(args, source, height, width)
-             for height, width in _sizes(args.lane_sizes)}
+    """Every size of this kind, each timed interleaved; rows with ratios; --json merged. With
+    --photos, the real kind is the folder's files as they are, under the key ``as-is``."""
+    if source.kind == "real" and args.photos is not None:
+        tree, height, width = _tree_of(args.photos, args.cache)
+        files = sum(1 for _ in tree.glob("*/*"))
+        sizes = {"as-is": _run_tree(args, tree, height, width, files)}
+    else:
+        sizes = {f"{height}x{width}": _run_size(args, source, height, width)
+                 for height, width in _sizes(args.lane_sizes)}
     if args.json is not None:
         _merge_json(args.json, source.kind, sizes)
     return {"config": {"images": source.kind, "size": SIZE, "batch_size": BATCH,
@@ -297,7 +330,8 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
 def _merge_json(path: pathlib.Path, kind: str, sizes: dict[str, Any]) -> None:
     existing = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     existing[kind] = {size: {row["config"]: round(row["median_images_per_s"], 1)
-                             for row in result["configs"]} for size, result in sizes.items()}
+                             for row in result["configs"]}
+                      for size, result in sizes.items() if "skipped" not in result}
     temporary = path.with_name(f".{path.name}.tmp")
     temporary.write_text(json.dumps(existing, indent=2), encoding="utf-8")
     temporary.replace(path)
@@ -308,6 +342,8 @@ def _targets(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     and no slower than per-sample, at every size."""
     targets = []
     for size, result in sizes.items():
+        if "skipped" in result:
+            continue
         rows = {row["config"]: row for row in result["configs"]}
         lanes = [rows["lane_workers"], rows["lane_threads"]]
         checks = [(f"{size}: best lane >= 90% of the ceiling", 0.9,
@@ -337,6 +373,11 @@ def format_table(result: dict[str, Any]) -> str:
     headers = ["row", "images/s", "min", "max", "spread", "CPU us/image", "vs ceiling",
                "vs tv uint8", "vs per-sample"]
     for size, sized in result["sizes"].items():
+        if "skipped" in sized:
+            lines += ["", f"{size}: skipped ({sized['skipped']})"]
+            continue
+        if size == "as-is":
+            size = f"{config['photos']} as they are (median {sized['height']}x{sized['width']})"
         rows = [[*loaders.table_cells(row), _cpu_cell(row), report.format_ratio(row["vs_ceiling"]),
                  report.format_ratio(row["vs_torchvision_uint8"]),
                  report.format_ratio(row["vs_per_sample"])] for row in sized["configs"]]

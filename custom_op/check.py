@@ -42,6 +42,18 @@ def _step(title: str, action: Callable[[], str]) -> None:
     print(f"  {report} ({time.perf_counter() - start:.1f} s)", flush=True)
 
 
+def shadowing_folders() -> list[str]:
+    """The folders that make ``custom_op`` a namespace package here, hiding the installed one, or
+    ``[]``: a folder named custom_op in the current directory (a clone of this repository, say)
+    is found before the installed package, and ``python -m custom_op.check`` would then fail on a
+    package with nothing in it."""
+    import custom_op
+
+    if getattr(custom_op, "__file__", None) is not None:
+        return []
+    return [str(path) for path in getattr(custom_op, "__path__", [])]
+
+
 def _load_extension() -> str:
     import custom_op
     from custom_op._core import _loader
@@ -146,6 +158,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.photo is not None and not args.photo.is_file():
         parser.error(f"--photo {args.photo}: no such file")
     print(f"custom_op.check: Python {sys.version.split()[0]}, {sys.executable}")
+    shadows = shadowing_folders()
+    if shadows:
+        sys.exit(f"custom_op.check: 'custom_op' here is the folder {', '.join(shadows)}, not the "
+                 f"installed package (a folder of that name in the current directory hides it). "
+                 f"Run the check from another folder, e.g. cd {Path.home()}")
     _step("Loading the native extension (built first if this environment has none)",
           _load_extension)
     with tempfile.TemporaryDirectory(prefix="custom_op-check-") as scratch:

@@ -48,3 +48,20 @@ def test_check_stops_on_a_photo_it_cannot_decode(tmp_path):
     done, _ = run_check(tmp_path, "--photo", str(broken), "--seconds", "0", "--workers", "0")
     assert done.returncode != 0
     assert "custom_op.JpegDecodeError" in done.stderr and "all good" not in done.stdout
+
+
+def test_check_explains_a_folder_that_hides_the_installed_package(tmp_path):
+    """A clone named custom_op in the current folder makes ``custom_op`` a namespace package when
+    the real one comes from an import hook (pip's editable install): the check says so and how to
+    get out, instead of failing on a missing attribute. The hook is played here by adding the real
+    package's folder to the namespace's path, as the hook resolves its submodules."""
+    (tmp_path / "custom_op").mkdir()
+    script = ("import sys; sys.path.insert(0, '.'); import custom_op; "
+              f"custom_op.__path__.append({str(REPO / 'custom_op')!r}); "
+              "import custom_op.check; custom_op.check.main(['--seconds', '0'])")
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=""))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"'custom_op' here is the folder {tmp_path / 'custom_op'}" in done.stderr
+    assert "Run the check from another folder" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -293,7 +293,7 @@ print("torch._dynamo" in sys.modules)
 
 
 def test_operator_called_directly_raises_the_api_types(tensors) -> None:
-    """torch.ops.custom_op_jpeg.* checks its arguments as the pybind11 functions do."""
+    """torch.ops.custom_op_jpeg.* checks its arguments as the public functions do."""
     crop = torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default
     rest = (0, True, *LIMITS, True, False, 1 << 28)
     with pytest.raises(custom_op.JpegDecodeError, match=r"^decode_and_crop_jpeg\(\): Not a JPEG"):

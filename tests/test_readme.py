@@ -72,12 +72,17 @@ def check_pip(words: list[str], tmp_path: Path) -> None:
     assert tuple(words[1:-1]) == README_PIP_INSTALL and words[-1] == ".", words
 
 
+#: The clone's folder: not custom_op, which from its parent folder would be found as a
+#: namespace package before an editable install of the real one.
+CLONE = "custom_op-src"
+
+
 def check_git(words: list[str], tmp_path: Path) -> None:
-    assert words[1] == "clone" and words[-1] == "custom_op"
+    assert words[1] == "clone" and words[-1] == CLONE
 
 
 def check_cd(words: list[str], tmp_path: Path) -> None:
-    assert words[1] in ("custom_op", "..")
+    assert words[1] in (CLONE, "..")
 
 
 def check_make(words: list[str], tmp_path: Path) -> None:

@@ -235,23 +235,12 @@ def _assert_works(done: subprocess.CompletedProcess, result: dict, venv: WheelVe
     assert built == [], "a module was built"
 
 
-def _assert_works_or_fails_cleanly(done: subprocess.CompletedProcess, result: dict,
-                                   venv: WheelVenv, jpeg: Path, torch_version: str,
-                                   manifest: dict) -> bool:
-    """On another torch than the wheel's: works if the module is on the stable ABI (True), else
-    fails with an ImportError naming the torch it needs, no crash, no build (False)."""
-    if manifest.get("torch_minimum"):
-        _assert_works(done, result, venv, jpeg, torch_version)
-        return True
-    assert done.returncode == 1, done.stderr[-3000:]
-    assert f"was built for torch {manifest['torch_built']} alone" in done.stderr
-    assert "ImportError" in done.stderr and "compiler was found" in done.stderr
-    return False
+def test_the_wheel_declares_its_stable_abi_floor(manifest):
+    """The module is built on torch's stable ABI for every torch from its floor on, not for the
+    torch it was compiled against alone."""
+    from custom_op._core._build_config import TORCH_TARGET_VERSION
 
-
-#: Why the cross-torch cases cannot pass yet on a branch without the stable-ABI binding.
-NOT_STABLE = ("the wheel's module is not on torch's stable ABI (ship-abi's binding): it runs "
-              "only on the torch it was built against, and fails cleanly on another")
+    assert manifest.get("torch_minimum") == ".".join(map(str, TORCH_TARGET_VERSION)), manifest
 
 
 def _install_as_a_user(venv: WheelVenv, requirement: str) -> None:
@@ -387,26 +376,18 @@ def test_the_bundled_code_is_libjpeg_turbo_31_with_simd(module):
     assert "jsimd_can_idct_islow" in simd and any(kernels in name for name in simd), simd[:20]
 
 
-def test_the_wheel_works_on_torch_214_with_torchvision(venv_214, jpeg, manifest):
+def test_the_wheel_works_on_torch_214_with_torchvision(venv_214, jpeg):
     done, result = venv_214.check(jpeg, "--torchvision")
-    if not _assert_works_or_fails_cleanly(done, result, venv_214, jpeg, "2.14.1", manifest):
-        pytest.xfail(NOT_STABLE)
+    _assert_works(done, result, venv_214, jpeg, "2.14.1")
     assert result["v2_equal"] and result["coload_equal"]
 
 
 def test_swapping_torch_under_the_installed_wheel_compiles_nothing(tmp_path_factory, wheel, farms,
-                                                                   jpeg, manifest):
+                                                                   jpeg):
     venv = _venv(tmp_path_factory, "venvswap", farms["2.13"])
     installed = venv.install(wheel, "--no-deps")
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    cross_works = True
-    for version in ("2.13", "2.14", "2.13"):
+    for version, full_version in (("2.13", "2.13.0"), ("2.14", "2.14.1"), ("2.13", "2.13.0")):
         venv.use(farms[version])
         done, result = venv.check(jpeg)
-        if version == "2.13":
-            _assert_works(done, result, venv, jpeg, "2.13.0")
-        else:
-            cross_works = _assert_works_or_fails_cleanly(done, result, venv, jpeg, "2.14.1",
-                                                         manifest)
-    if not cross_works:
-        pytest.xfail(NOT_STABLE)
+        _assert_works(done, result, venv, jpeg, full_version)

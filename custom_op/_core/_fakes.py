@@ -1,6 +1,6 @@
 """Fake kernels: the checks they share, and those of the extension's own operators.
 
-The public operators' fake kernels live beside their definitions (custom_op/_core/py)
+The public operators' fake kernels live beside their definitions (custom_op/_core/_ops.py)
 and use the checks here. The extension's operators (``torch.ops.custom_op_jpeg._*``,
 registered by custom_op/decode_and_crop_jpeg.cpp) get theirs from :func:`register_native`,
 so that each passes ``torch.library.opcheck`` and traces under torch.compile: the batch, the

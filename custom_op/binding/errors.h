@@ -3,7 +3,7 @@
 // RuntimeError carrying what() (and torch may add its own lines). So every
 // failure that must keep its Python type is thrown with a tag naming that
 // type, "[custom_op.ValueError] decode_and_crop_jpeg(): ...", which the
-// Python layer (custom_op/_errors.py, translate) turns back into ValueError,
+// Python layer (custom_op/_core/_errors.py, translate) turns back into ValueError,
 // TypeError, MemoryError or custom_op.JpegDecodeError with the text after the
 // tag. Failures without a tag are internal (RuntimeError, "this is a bug").
 // Every tagged failure is a std::runtime_error: torch would turn a
@@ -23,7 +23,7 @@
 
 namespace {
 
-// The tag's form; custom_op/_errors.py parses exactly this.
+// The tag's form; custom_op/_core/_errors.py parses exactly this.
 std::string tagged(const char* python_type, const std::string& message) {
   return std::string("[custom_op.") + python_type + "] " + message;
 }

@@ -10,8 +10,8 @@
 // columns and rows), pixel_formats.h and row_sinks.h (what happens to a
 // decoded row), jpeg_phases.h (libjpeg's calls under a jump point). It sees
 // only libjpeg and raw memory, so a plain C++ test or a fuzzer can drive it
-// without Python or torch; the pybind11 binding lives in
-// decode_and_crop_jpeg.cpp.
+// without Python or torch; the stable-ABI binding lives in
+// decode_and_crop_jpeg.cpp and binding/.
 #pragma once
 
 #include <algorithm>
