@@ -14,10 +14,9 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
-from .._core._errors import JpegDecodeError
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
-from ._huggingface import hf_image
+from ._huggingface import encoded_lane_sample, hf_image
 from ._lane_sample import LaneSample
 
 
@@ -73,9 +72,5 @@ class EncodedRecords(Dataset):
         samples = []
         for index in indices:
             value, label, name = self.record(self._checked_index(int(index)))
-            try:
-                samples.append(LaneSample(hf_image(value, self.options, source=name), label, name,
-                                          key=int(index)))
-            except JpegDecodeError as error:
-                samples.append(LaneSample(None, label, name, error, key=int(index)))
+            samples.append(encoded_lane_sample(value, self.options, label, name, key=int(index)))
         return samples

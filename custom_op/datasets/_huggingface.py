@@ -24,6 +24,7 @@ from .._core._errors import JpegDecodeError
 from .._regular_files import read_row_path
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
+from ._lane_sample import LaneSample
 from ._loading import _decode_with_pillow, _decode_with_torchvision, _how_it_starts
 
 __all__ = ["HfImageTransform", "hf_image"]
@@ -243,3 +244,14 @@ class HfImageTransform:
                          "replacements so far in process %d): %s", index, replacement,
                          self.substitutions, os.getpid(), error)
         return batch
+
+
+def encoded_lane_sample(value: Any, options: DecodeOptions, label: Any, name: str,
+                        key: Any) -> LaneSample:
+    """A stored image (bytes, or a ``{"bytes", "path"}`` row) as the lane's sample: hf_image's
+    EncodedJpeg or decoded image, or, when its header cannot be read, a sample carrying the
+    error for the lane's ``on_error``."""
+    try:
+        return LaneSample(hf_image(value, options, source=name), label, name, key=key)
+    except JpegDecodeError as error:
+        return LaneSample(None, label, name, error, key=key)

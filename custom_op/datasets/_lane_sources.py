@@ -14,7 +14,7 @@ from .._torchvision._encoded_jpeg import DecodeOptions
 from .._core._errors import JpegDecodeError
 from ._lane_sample import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
-from ._huggingface import hf_decode_options, hf_image
+from ._huggingface import encoded_lane_sample, hf_decode_options
 from ._loading import load_samples
 
 __all__ = ["HfRows", "lane_source", "tar_lane_samples"]
@@ -92,12 +92,8 @@ class HfRows:
         samples = []
         for index, value, label in zip(indices, rows[self.column], rows[self.label_column]):
             path = value.get("path") if isinstance(value, dict) else None
-            name = path or f"row {index}"
-            try:
-                samples.append(LaneSample(hf_image(value, self.options, source=name), label, name,
-                                          key=int(index)))
-            except JpegDecodeError as error:
-                samples.append(LaneSample(None, label, name, error, key=int(index)))
+            samples.append(encoded_lane_sample(value, self.options, label, path or f"row {index}",
+                                               key=int(index)))
         return samples
 
 
@@ -128,10 +124,7 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
         # bucket, a local cache) keeps every sample's random stream.
         key = f"{url.rsplit('/', 1)[-1]}/{sample['__key__']}"
         label = int(sample[label_key]) if label_key in sample else None
-        try:
-            # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
-            image = hf_image(sample[image_key], options or TAR_OPTIONS, source=name)
-            lane_samples.append(LaneSample(image, label, name, key=key))
-        except JpegDecodeError as error:
-            lane_samples.append(LaneSample(None, label, name, error, key=key))
+        # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
+        lane_samples.append(encoded_lane_sample(sample[image_key], options or TAR_OPTIONS, label,
+                                                name, key=key))
     return lane_samples

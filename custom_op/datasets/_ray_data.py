@@ -22,10 +22,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._core._errors import JpegDecodeError
 from .._torchvision._decode_options import DecodeOptions
 from ._batch_lane import BatchLane
-from ._huggingface import hf_image
+from ._huggingface import encoded_lane_sample
 from ._lane_sample import LaneSample
 
 __all__ = ["LaneDecoder", "lane_map_batches"]
@@ -107,10 +106,7 @@ class LaneDecoder:
 
     def _sample(self, value: Any, key: str, label: Any) -> LaneSample:
         encoded = value if isinstance(value, Mapping) else bytes(value)
-        try:
-            return LaneSample(hf_image(encoded, self.options, source=key), label, key, key=key)
-        except JpegDecodeError as error:
-            return LaneSample(None, label, key, error, key=key)
+        return encoded_lane_sample(encoded, self.options, label, key, key=key)
 
     def _label(self, value: Any) -> int:
         if isinstance(value, bytes):
