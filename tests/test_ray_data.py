@@ -5,11 +5,9 @@ sample, and shutting the cluster down leaves no process behind."""
 
 from __future__ import annotations
 
-import collections
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -21,37 +19,10 @@ from torchvision.transforms import v2
 import custom_op
 from custom_op.datasets import BatchLane, LaneDecoder, lane_map_batches
 from synthetic import write_jpeg_folder
+from _ray_processes import ray_descendants, wait_until_gone
 
 SEED, EPOCH = 11, 3
 TRANSFORM = v2.Compose([v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()])
-
-
-def _is_ray(pid: int) -> bool:
-    """Whether ``pid`` runs one of Ray's programs (raylet, GCS, its workers and actors)."""
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return b"ray" in command
-
-
-def _descendants(pid: int) -> set[int]:
-    """The live processes of Ray's below ``pid``, from /proc (a test worker has others of its
-    own, torch.compile's, multiprocessing's, that Ray's shutdown must leave alone)."""
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children[parent].append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children[todo.pop()]:
-            found.add(child)
-            todo.append(child)
-    return {process for process in found if _is_ray(process)}
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +37,11 @@ def cluster():
     cluster.add_node(num_cpus=2)
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
-    before = _descendants(os.getpid())
+    before = ray_descendants(os.getpid())
     assert before, "no Ray process found below this one: the check would check nothing"
     ray.shutdown()
     cluster.shutdown()
-    deadline = time.monotonic() + 30
-    while _descendants(os.getpid()) & before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _descendants(os.getpid()) & before, "Ray left processes behind"
+    assert not wait_until_gone(os.getpid(), before), "Ray left processes behind"
 
 
 @pytest.fixture(scope="module")

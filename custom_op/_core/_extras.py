@@ -16,6 +16,7 @@ import importlib.util
 EXTRAS = {
     "torchvision": ("torchvision", "numpy"),
     "prepare": ("tqdm", "numpy"),
+    "ray": ("ray",),
 }
 
 
