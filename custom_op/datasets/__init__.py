@@ -20,7 +20,7 @@
   (seed, epoch) determine, for resuming), :func:`shard_loader` (tar shards split by rank
   and worker, reshuffled every epoch: :class:`ShardSet`, :class:`EpochShuffle`,
   :class:`ShardLoader`) (docs/batch_lane.md).
-- :class:`LaneDecoder`, :func:`lane_map_batches`: the lane as a Ray Data
+- :class:`LaneDecoder`, :func:`lane_map_batches`, :func:`lane_map_epochs`: the lane as a Ray Data
   ``map_batches`` step, for decoding on a cluster's CPU nodes (docs/ray.md).
 """
 
@@ -35,12 +35,12 @@ from ._huggingface import HfImageTransform, hf_image
 from ._lane_loaders import lane_dataloader, lane_threads
 from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
-from ._ray_data import LaneDecoder, lane_map_batches
+from ._ray_data import LaneDecoder, lane_map_batches, lane_map_epochs
 from ._shards import EpochShuffle, ShardLoader, ShardSet, shard_loader
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
            "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "ON_ERROR_POLICIES", "ShardLoader",
-           "ShardSet", "TarSamples", "hf_image", "lane_dataloader", "lane_map_batches", "lane_threads", "load_sample",
+           "ShardSet", "TarSamples", "hf_image", "lane_dataloader", "lane_map_batches", "lane_map_epochs", "lane_threads", "load_sample",
            "shard_loader"]
