@@ -194,12 +194,6 @@ def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int
                                concurrency=concurrency, num_cpus=num_cpus)
 
 
-def _tag_epoch(batch: dict[str, np.ndarray], epoch: int) -> dict[str, np.ndarray]:
-    """``batch`` with an epoch column of ``epoch`` (a map_batches function of lane_map_epochs)."""
-    rows = len(next(iter(batch.values()))) if batch else 0
-    return {**batch, EPOCH_COLUMN: np.full(rows, epoch, dtype=np.int64)}
-
-
 def lane_map_epochs(epochs: Mapping[int, Any], transform: Callable[[Any], Any], *, seed: int,
                     batch_size: int = 64, concurrency: int = 1, num_cpus: float = 1,
                     **decoder_options: Any) -> Any:
@@ -242,9 +236,11 @@ def lane_map_epochs(epochs: Mapping[int, Any], transform: Callable[[Any], Any], 
     for epoch in epochs:
         if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
             raise ValueError(f"lane_map_epochs: an epoch must be an int >= 0, got {epoch!r}")
-    tagged = [epochs[epoch].map_batches(_tag_epoch, fn_kwargs={"epoch": epoch},
-                                        batch_format="numpy")
-              for epoch in sorted(epochs)]
+    from ray.data.expressions import lit
+
+    # An expression, not a Python function: the reading tasks that add the column need not
+    # import custom_op (and torch) in every worker they run in.
+    tagged = [epochs[epoch].with_column(EPOCH_COLUMN, lit(epoch)) for epoch in sorted(epochs)]
     rows = tagged[0].union(*tagged[1:]) if len(tagged) > 1 else tagged[0]
     return lane_map_batches(rows, transform, seed=seed, epoch=min(epochs),
                             batch_size=batch_size, concurrency=concurrency, num_cpus=num_cpus,
