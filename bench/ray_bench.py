@@ -18,9 +18,9 @@ pipelines:
                      images each, the first left out as the warm-up. Its start (from the
                      iteration's start to the first batch: the actors' processes, torch
                      imported in each, the first blocks read and decoded) is its own column,
-                     startup s (the dataset's plan, made once, is plan_s in the JSON), and "per-epoch start" is the rate a fresh execution per epoch
-                     would give (an epoch's images over the start plus the epoch's steady
-                     time). Ray gets one logical CPU more than the actors take, for its
+                     startup s (the dataset's plan, made once, is plan_s in the JSON), and
+                     "per-epoch start" is the rate a fresh execution per epoch would give
+                     (an epoch's images over the start plus the epoch's steady time). Ray gets one logical CPU more than the actors take, for its
                      reading tasks, which would otherwise wait for ever
   lane_threads       custom_op.datasets.lane_threads (torchdata.nodes), 2 threads
   torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path)), DataLoader, 2 workers
@@ -35,8 +35,9 @@ image covers this process and every process below it (Ray's raylet, its
 workers and actors; the DataLoader's workers) over the timed span: the
 engine's overhead shows there; "per core" is its inverse, the images/s one
 core's CPU time delivers, which a loaded machine's images/s (a share of the
-cores, not the cores) does not show. With ``--photos DIR`` the rows read DIR's JPEGs as they are (every
-size found, one class), instead of files fitted to --ray-sizes. ``--json
+cores, not the cores) does not show. With ``--photos DIR`` the rows read
+DIR's JPEGs as they are (every size found, one class), instead of files fitted
+to --ray-sizes. ``--json
 FILE`` writes ``{kind: {size: {ray_data, lane_threads, torchvision_uint8}}}``
 (steady images/s), merged into the file if it exists. Print the load average
 with the figures: the machine is shared.
@@ -187,7 +188,8 @@ def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict
         ray.shutdown()
     ray_row = loaders.summarise("ray_data", measured["rates"][1:] or measured["rates"],
                                 measured["rates"][0])
-    ray_row.update(plan_s=measured["plan_s"], startup_s=measured["startup_s"], cpu_us_per_image=measured["cpu_us_per_image"],
+    ray_row.update(plan_s=measured["plan_s"], startup_s=measured["startup_s"],
+                   cpu_us_per_image=measured["cpu_us_per_image"],
                    steady_images_per_s=measured["steady_images_per_s"],
                    per_epoch_start_images_per_s=length / (
                        measured["startup_s"] + length / ray_row["median_images_per_s"]))
@@ -241,7 +243,8 @@ def format_table(result: dict[str, Any]) -> str:
                "per-epoch start", "vs tv uint8", "vs lane threads"]
     for size, sized in result["sizes"].items():
         rows = [[*loaders.table_cells(row), f"{row['cpu_us_per_image']:.0f}",
-                 f"{1e6 / row['cpu_us_per_image']:.0f}", *_startup_cells(row), report.format_ratio(row["vs_torchvision_uint8"]),
+                 f"{1e6 / row['cpu_us_per_image']:.0f}", *_startup_cells(row),
+                 report.format_ratio(row["vs_torchvision_uint8"]),
                  report.format_ratio(row["vs_lane_threads"])] for row in sized["configs"]]
         load = ", ".join(f"{value:.2f}" for value in sized["load_average"])
         lines += ["", f"{size} ({sized['length']} images per epoch; load average {load} at "
