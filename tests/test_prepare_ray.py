@@ -20,7 +20,7 @@ import custom_op
 from custom_op.prepare import PRIVATE_FOLDER, main, prepare_tree
 from custom_op.prepare import tree as prepare_tree_module
 from custom_op.prepare.items import ERROR
-from custom_op.prepare.ray_engine import died_reason
+from custom_op.prepare import ray_engine
 from _ray_processes import ray_descendants, wait_until_gone
 from synthetic import photo_jpeg, write_jpeg_folder
 
@@ -132,8 +132,10 @@ def test_a_chunk_that_dies_in_every_attempt_fails_its_files_and_the_run_goes_on(
         source, one_machine, tmp_path, monkeypatch):
     _, expected = one_machine
     monkeypatch.setattr(prepare_tree_module, "handle_task", _always_dies)
+    monkeypatch.setattr(ray_engine, "ATTEMPTS", 2)  # each attempt starts a worker: seconds
     failed = prepare_tree(source, tmp_path / "dst", engine="ray", progress=False, fsync=False)
-    assert (MARKED, died_reason()) in failed.errors
+    assert (MARKED, ray_engine.died_reason()) in failed.errors
+    assert "died in each of 2 attempts" in ray_engine.died_reason()
     assert failed.exit_code == 1
     written = _contents(tmp_path / "dst")
     assert MARKED not in written and not (tmp_path / "dst" / PRIVATE_FOLDER).exists()
