@@ -50,8 +50,9 @@ def _retries() -> dict[str, int]:
 
 def died_reason() -> str:
     """Why a task failed whose chunk never finished in any of its attempts."""
-    return (f"its Ray task died in each of {ATTEMPTS} attempts (a killed node or worker, the "
-            "out-of-memory killer); nothing was written under its name")
+    return (f"its Ray task never finished: its worker died in each of {ATTEMPTS} attempts (a "
+            "killed node, the out-of-memory killer), or it raised an exception (Ray's log "
+            "shows it); nothing was written under its name")
 
 
 def run_ray(whole: Sequence[Task], files: Sequence[Task],
