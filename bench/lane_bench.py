@@ -11,7 +11,7 @@ own speed? Every row delivers batches of 64 uint8 RandomResizedCrop(224) +
 RandomHorizontalFlip windows from an ImageFolder tree (--lane-files files per
 size; real photos are the wallpapers fitted to the size as bench/photos.py does,
 a size no wallpaper is large enough for skipped alone; with --photos DIR, the
-JPEGs under DIR as they are, whatever their sizes, in place of the sizes),
+JPEGs under DIR as they are, one row set per size found, in place of the sizes),
 --lane-length images per epoch drawn by a random sampler, on 2 cores:
 
   per_sample         today's recipe: custom_op.JpegFolder (EncodedJpeg) + v2 transforms,
@@ -109,25 +109,6 @@ def _sizes(text: str) -> list[tuple[int, int]]:
 def _files(source: images.ImageSource, height: int, width: int, count: int) -> pathlib.Path:
     """The ImageFolder tree of ``count`` files of height x width for this kind."""
     return pathlib.Path(source.files(height, width, count).description["folder"])
-
-
-def _tree_of(folder: pathlib.Path, cache: pathlib.Path) -> tuple[pathlib.Path, int, int]:
-    """An ImageFolder tree of links to the JPEGs under ``folder``, unchanged (each sub-folder a
-    class; files at the top a class of their own), and the median height and width of them."""
-    jpegs = sorted(path for path in folder.rglob("*")
-                   if path.suffix.lower() in images.JPEG_SUFFIXES and path.is_file())
-    if not jpegs:
-        raise photos.PhotosUnavailable(f"--photos {folder}: no JPEG files under it")
-    tree = cache / f"lane-as-is-{folder.resolve().as_posix().strip('/').replace('/', '_')}"
-    for number, path in enumerate(jpegs):
-        relative = path.relative_to(folder)
-        label = relative.parts[0] if len(relative.parts) > 1 else "photos"
-        link = tree / label / f"{number:06d}{path.suffix.lower()}"
-        if not link.is_symlink():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(path.resolve())
-    sizes = [custom_op.jpeg_size(path.read_bytes()) for path in jpegs]
-    return tree, int(np.median([h for h, _ in sizes])), int(np.median([w for _, w in sizes]))
 
 
 def _transform() -> v2.Compose:
@@ -308,11 +289,12 @@ def _paired_ratio(rates: list[float], others: list[float]) -> float:
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     """Every size of this kind, each timed interleaved; rows with ratios; --json merged. With
-    --photos, the real kind is the folder's files as they are, under the key ``as-is``."""
+    --photos, the real kind is the folder's files as they are, one entry per size found."""
     if source.kind == "real" and args.photos is not None:
-        tree, height, width = _tree_of(args.photos, args.cache)
-        files = sum(1 for _ in tree.glob("*/*"))
-        sizes = {"as-is": _run_tree(args, tree, height, width, files)}
+        sizes = {}
+        for size, tree in photos.trees_as_they_are(args.photos, args.cache, "lane").items():
+            height, width = _sizes(size)[0]
+            sizes[size] = _run_tree(args, tree, height, width, sum(1 for _ in tree.glob("*/*")))
     else:
         sizes = {f"{height}x{width}": _run_size(args, source, height, width)
                  for height, width in _sizes(args.lane_sizes)}
@@ -376,8 +358,6 @@ def format_table(result: dict[str, Any]) -> str:
         if "skipped" in sized:
             lines += ["", f"{size}: skipped ({sized['skipped']})"]
             continue
-        if size == "as-is":
-            size = f"{config['photos']} as they are (median {sized['height']}x{sized['width']})"
         rows = [[*loaders.table_cells(row), _cpu_cell(row), report.format_ratio(row["vs_ceiling"]),
                  report.format_ratio(row["vs_torchvision_uint8"]),
                  report.format_ratio(row["vs_per_sample"])] for row in sized["configs"]]

@@ -174,3 +174,26 @@ def write_photo_folder(root: pathlib.Path, photos: Sequence[pathlib.Path], num_i
                         progressive=progressive)
             os.replace(temporary, path)
     return sorted(paths)
+
+
+def trees_as_they_are(folder: pathlib.Path, cache: pathlib.Path, part: str) -> dict[str, pathlib.Path]:
+    """The JPEGs under ``folder``, unchanged, as ImageFolder trees of links, one per size found
+    (keyed ``"HxW"``): a sub-folder of ``folder`` is a class, files at its top the class
+    ``photos``. What ``--photos DIR`` measures in the parts that take a user's files as they are."""
+    suffixes = (".jpg", ".jpeg")
+    jpegs = sorted(path for path in folder.rglob("*") if path.suffix.lower() in suffixes and path.is_file())
+    if not jpegs:
+        raise PhotosUnavailable(f"--photos {folder}: no JPEG files under it")
+    trees: dict[str, pathlib.Path] = {}
+    for number, path in enumerate(jpegs):
+        with Image.open(path) as image:
+            size = f"{image.height}x{image.width}"
+        relative = path.relative_to(folder)
+        label = relative.parts[0] if len(relative.parts) > 1 else "photos"
+        root = cache / f"{part}-as-is-{folder.resolve().as_posix().strip('/').replace('/', '_')}-{size}"
+        link = root / label / f"{number:06d}{path.suffix.lower()}"
+        if not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(path.resolve())
+        trees[size] = root
+    return trees

@@ -5,31 +5,42 @@ Run from the repository root:
     python -m bench ray                                   # generated and real photos, 2 sizes
     python -m bench ray --photos ~/photos --json ray.json  # your JPEGs as they are
 
-The question: what does the engine cost? On a cluster Ray Data adds CPU
-machines; here, on one machine's 2 cores, the same RandomResizedCrop(224) +
-flip batches of 64 come from three pipelines, timed interleaved as the lane
-part times its rows (bench/loaders.py), but over whole epochs, each
-pipeline's start included: Ray Data decodes blocks ahead of the consumer, so
-timing from the second batch (the lane part's way) would time the consumer
-alone. Ray's start per epoch (its actors) is part of its cost here and
-weighs less in a longer epoch (--lane-length):
+The question: what does the engine cost, once it runs, and what does it cost to
+start? On a cluster Ray Data adds CPU machines; here, on one machine's 2
+cores, the same RandomResizedCrop(224) + flip batches of 64 come from three
+pipelines:
 
-  ray_data           custom_op.datasets.lane_map_batches over read_binary_files: 2 actors of
-                     1 CPU each decoding whole batches, iter_torch_batches(batch_size=64) in the
-                     training process; a fresh pipeline per epoch (its epoch's streams), in
-                     the files' order (Ray's random_shuffle would move every file's bytes
-                     through a shuffle first); Ray gets one logical CPU more than the actors
-                     take, for its reading tasks, which would otherwise wait for ever
+  ray_data           custom_op.datasets.lane_map_epochs over read_binary_files: ONE Ray Data
+                     execution of (rounds + 1) epochs' rows, each row drawn in its own epoch's
+                     stream, 2 actors of 1 CPU each decoding whole batches, started once;
+                     iter_torch_batches(batch_size=64) in the training process. Timed from its
+                     first batch; its rounds are consecutive spans of one epoch's worth of
+                     images each, the first left out as the warm-up. Its start (from the
+                     iteration's start to the first batch: the actors' processes, torch
+                     imported in each, the first blocks read and decoded) is its own column,
+                     startup s (the dataset's plan, made once, is plan_s in the JSON), and
+                     "per-epoch start" is the rate a fresh execution per epoch would give
+                     (an epoch's images over the start plus the epoch's steady time). Ray gets one logical CPU more than the actors take, for its
+                     reading tasks, which would otherwise wait for ever
   lane_threads       custom_op.datasets.lane_threads (torchdata.nodes), 2 threads
   torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path)), DataLoader, 2 workers
 
+lane_threads and torchvision_uint8 are timed interleaved as the lane part times
+them (bench/loaders.py steady_runner: from an epoch's second batch), before Ray
+starts, so that Ray's idle processes take nothing from them; Ray's phase runs
+alone after them. Its ratios are therefore of medians, not paired by round.
+
 Every row's batches go to the lane part's training-step consumer. CPU time per
 image covers this process and every process below it (Ray's raylet, its
-workers and actors; the DataLoader's workers): the engine's overhead shows
-there. With ``--photos DIR`` the rows read DIR's JPEGs as they are (every
-size found, one class), instead of files fitted to --ray-sizes. ``--json
+workers and actors; the DataLoader's workers) over the timed span: the
+engine's overhead shows there; "per core" is its inverse, the images/s one
+core's CPU time delivers, which a loaded machine's images/s (a share of the
+cores, not the cores) does not show. With ``--photos DIR`` the rows read
+DIR's JPEGs as they are (every size found, one class), instead of files fitted
+to --ray-sizes. ``--json
 FILE`` writes ``{kind: {size: {ray_data, lane_threads, torchvision_uint8}}}``
-(images/s), merged into the file if it exists.
+(steady images/s), merged into the file if it exists. Print the load average
+with the figures: the machine is shared.
 """
 
 from __future__ import annotations
@@ -39,11 +50,12 @@ import collections
 import os
 import pathlib
 import sys
+import time
 from typing import Any
 
 import numpy as np
 
-from bench import images, lane_bench, loaders, report
+from bench import images, lane_bench, loaders, photos, report
 
 ROWS = ("ray_data", "lane_threads", "torchvision_uint8")
 DEFAULT_SIZES = "375x500,533x800"
@@ -79,61 +91,58 @@ def _tree_cpu_seconds() -> float:
     return total
 
 
-def _ray_runner(tree: pathlib.Path, length: int, seed: int, consumer: Any) -> loaders.Runner:
-    """One epoch of the Ray Data pipeline per call, timed from its second batch (steady_runner):
-    ``length`` images, the tree's files over and over as the other rows' samplers draw them."""
+def _ray_dataset(tree: pathlib.Path, length: int, seed: int, epochs: int) -> Any:
+    """The decoded dataset of one Ray Data execution: ``epochs`` epochs of ``length`` images
+    each, the tree's files over and over as the other rows' samplers draw them."""
     import ray
-    from custom_op.datasets import lane_map_batches
+    from custom_op.datasets import lane_map_epochs
 
     paths = sorted(str(path) for path in tree.rglob("*.jpg"))
     # A block per batch, so that both actors have work from the start.
     files = ray.data.read_binary_files((paths * (length // len(paths) + 1))[:length],
                                        include_paths=True,
                                        override_num_blocks=max(1, length // lane_bench.BATCH))
-    epochs = iter(range(1 << 30))
-
-    class _Epochs:
-        def __iter__(self):
-            decoded = lane_map_batches(files, lane_bench._transform(),
-                                       seed=seed, epoch=next(epochs), batch_size=lane_bench.BATCH,
-                                       concurrency=ACTORS, num_cpus=1)
-            for batch in decoded.iter_torch_batches(batch_size=lane_bench.BATCH):
-                yield (batch["image"],)
-
-    return loaders.epoch_runner(_Epochs(), consumer)
+    decoded = lane_map_epochs({epoch: files for epoch in range(epochs)}, lane_bench._transform(),
+                              seed=seed, batch_size=lane_bench.BATCH, concurrency=ACTORS,
+                              num_cpus=1)
+    return decoded
 
 
-def _with_tree_cpu(run: loaders.Runner) -> loaders.Runner:
-    """``run`` whose CPU per image counts every process below this one (Ray's live there)."""
-    def timed() -> tuple[int, int]:
-        before = _tree_cpu_seconds()
-        images_done, elapsed = run()
-        # Whole epochs, as timed: every process's CPU from the pipeline's start to its end.
-        timed.cpu_us_per_image.append(1e6 * (_tree_cpu_seconds() - before) / images_done)
-        return images_done, elapsed
-    timed.cpu_us_per_image = []  # type: ignore[attr-defined]
-    return timed
-
-
-def _photo_tree(args: argparse.Namespace) -> dict[str, pathlib.Path]:
-    """--photos DIR's JPEGs as they are: one ImageFolder tree of links per size found."""
-    from PIL import Image
-
-    by_size: dict[str, list[pathlib.Path]] = collections.defaultdict(list)
-    for path in sorted(args.photos.rglob("*")):
-        if path.suffix.lower() in images.JPEG_SUFFIXES:
-            with Image.open(path) as image:
-                by_size[f"{image.height}x{image.width}"].append(path.resolve())
-    trees = {}
-    for size, paths in by_size.items():
-        tree = args.cache / f"ray-{args.photos.name}-{size}" / "photos"
-        tree.mkdir(parents=True, exist_ok=True)
-        for index, path in enumerate(paths):
-            link = tree / f"{index:06d}.jpg"
-            if not link.exists():
-                link.symlink_to(path)
-        trees[size] = tree.parent
-    return trees
+def _time_ray(tree: pathlib.Path, length: int, seed: int, epochs: int,
+              consumer: Any) -> dict[str, Any]:
+    """Ray's phase: its start (to the first batch), then the rate of each consecutive span of
+    one epoch's worth of images (the first timed from the first batch), and the CPU per image
+    of every process below this one after the first span, as the other rows leave out their
+    warm-up epoch (the second actor may still be starting during the first)."""
+    start = time.perf_counter()
+    decoded = _ray_dataset(tree, length, seed, epochs)
+    # The plan is made once, however many epochs; the start is every execution's.
+    planned = time.perf_counter()
+    first = None
+    rates, span_start, images, done = [], 0.0, 0, 0
+    cpu_after_first_span = after_first_span = None
+    for batch in decoded.iter_torch_batches(batch_size=lane_bench.BATCH):
+        consumer((batch["image"],))
+        now, size = time.perf_counter(), int(batch["image"].shape[0])
+        done += size
+        if first is None:
+            first = span_start = now
+            continue
+        images += size
+        if done % length == 0:
+            rates.append(images / (now - span_start))
+            span_start, images = now, 0
+            if cpu_after_first_span is None:
+                cpu_after_first_span, after_first_span, counted = _tree_cpu_seconds(), now, 0
+                continue
+        if cpu_after_first_span is not None:
+            counted += size
+    if cpu_after_first_span is None or counted == 0:
+        raise ValueError(f"bench ray: {done} images, need at least 2 epochs of {length}")
+    cpu = _tree_cpu_seconds() - cpu_after_first_span
+    return {"plan_s": planned - start, "startup_s": first - planned, "rates": rates,
+            "steady_images_per_s": counted / (now - after_first_span),
+            "cpu_us_per_image": 1e6 * cpu / counted}
 
 
 def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
@@ -142,39 +151,46 @@ def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict
 
     consumer = lane_bench._TrainingStepOnHost(args.lane_host_normalize)
     torch.manual_seed(args.seed)
+    runners = {name: run for name, run in lane_bench._runners(
+        tree, length, args.seed, args.lane_host_normalize).items() if name in ROWS}
+    timed = loaders.time_interleaved(runners, args.ray_rounds)
+    rows = {name: loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
+            for name in runners}
+    for name, row in rows.items():
+        row["cpu_us_per_image"] = float(np.median(runners[name].cpu_us_per_image[1:]))
+    del runners  # stops the DataLoader's persistent workers before Ray starts
     # A Ray of its own (address="local"), never a cluster that happens to run on the machine.
     ray.init(address="local", num_cpus=ACTORS + 1, include_dashboard=False, log_to_driver=False)
     try:
-        threads_and_torchvision = lane_bench._runners(tree, length, args.seed,
-                                                      args.lane_host_normalize)
-        lane_loader, torchvision_loader = (threads_and_torchvision[name].loader
-                                           for name in ("lane_threads", "torchvision_uint8"))
-        runners = {"ray_data": _with_tree_cpu(_ray_runner(tree, length, args.seed, consumer)),
-                   "lane_threads": _with_tree_cpu(loaders.epoch_runner(lane_loader, consumer)),
-                   "torchvision_uint8": _with_tree_cpu(loaders.epoch_runner(torchvision_loader,
-                                                                            consumer))}
-        del threads_and_torchvision
-        timed = loaders.time_interleaved(runners, args.ray_rounds)
+        measured = _time_ray(tree, length, args.seed, args.ray_rounds + 1, consumer)
     finally:
         ray.shutdown()
-    rows = [loaders.summarise(name, timed["per_round"][name], timed["warmup"][name])
-            for name in ROWS]
-    rates = {row["config"]: row["per_round_images_per_s"] for row in rows}
-    for row in rows:
-        row["cpu_us_per_image"] = float(np.median(runners[row["config"]].cpu_us_per_image[1:]))
-        row["vs_torchvision_uint8"] = lane_bench._paired_ratio(rates[row["config"]],
-                                                               rates["torchvision_uint8"])
-        row["vs_lane_threads"] = lane_bench._paired_ratio(rates[row["config"]],
-                                                          rates["lane_threads"])
-    return {"tree": str(tree), "length": length, "configs": rows}
+    ray_row = loaders.summarise("ray_data", measured["rates"][1:] or measured["rates"],
+                                measured["rates"][0])
+    ray_row.update(plan_s=measured["plan_s"], startup_s=measured["startup_s"],
+                   cpu_us_per_image=measured["cpu_us_per_image"],
+                   steady_images_per_s=measured["steady_images_per_s"],
+                   per_epoch_start_images_per_s=length / (
+                       measured["startup_s"] + length / ray_row["median_images_per_s"]))
+    rows["ray_data"] = ray_row
+    for row in rows.values():
+        for key, other in (("vs_torchvision_uint8", "torchvision_uint8"),
+                           ("vs_lane_threads", "lane_threads")):
+            row[key] = row["median_images_per_s"] / rows[other]["median_images_per_s"]
+    return {"tree": str(tree), "length": length, "load_average": os.getloadavg(),
+            "configs": [rows[name] for name in ROWS]}
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     if source.kind == "real" and args.photos is not None:
-        trees = _photo_tree(args)
+        trees = photos.trees_as_they_are(args.photos, args.cache, "ray")
     else:
-        trees = {f"{h}x{w}": lane_bench._files(args, source, h, w, args.lane_files)
-                 for h, w in lane_bench._sizes(args.ray_sizes)}
+        trees = {}
+        for h, w in lane_bench._sizes(args.ray_sizes):
+            try:
+                trees[f"{h}x{w}"] = lane_bench._files(source, h, w, args.lane_files)
+            except photos.PhotosUnavailable as error:
+                print(f"ray: {h}x{w} on {source.kind} images skipped: {error}", flush=True)
     sizes = {size: _run_tree(args, tree, args.lane_length) for size, tree in trees.items()}
     if args.json is not None:
         lane_bench._merge_json(args.json, f"ray-{source.kind}", sizes)
@@ -194,19 +210,29 @@ def _targets(sizes: dict[str, Any]) -> list[dict[str, Any]]:
     return targets
 
 
+def _startup_cells(row: dict[str, Any]) -> list[str]:
+    """Ray's start and the rate a fresh execution per epoch would give; "-" for the others."""
+    if "startup_s" not in row:
+        return ["-", "-"]
+    return [f"{row['startup_s']:.1f}", f"{row['per_epoch_start_images_per_s']:.0f}"]
+
+
 def format_table(result: dict[str, Any]) -> str:
     config = result["config"]
     lines = [f"Ray Data on {config['images']} files, one machine: RandomResizedCrop(224) + flip, "
              f"uint8, batch 64, {config['actors']} actors / threads / workers; median of "
-             f"{config['rounds']} interleaved epochs"]
-    headers = ["row", "images/s", "min", "max", "spread", "CPU us/image", "vs tv uint8",
-               "vs lane threads"]
+             f"{config['rounds']} epochs (ray_data: one execution, timed from its first batch)"]
+    headers = ["row", "images/s", "min", "max", "spread", "CPU us/image", "per core", "startup s",
+               "per-epoch start", "vs tv uint8", "vs lane threads"]
     for size, sized in result["sizes"].items():
         rows = [[*loaders.table_cells(row), f"{row['cpu_us_per_image']:.0f}",
+                 f"{1e6 / row['cpu_us_per_image']:.0f}", *_startup_cells(row),
                  report.format_ratio(row["vs_torchvision_uint8"]),
                  report.format_ratio(row["vs_lane_threads"])] for row in sized["configs"]]
-        lines += ["", f"{size} ({sized['length']} images per epoch):",
-                  report.markdown_table(headers, rows, right=[False] + [True] * 7)]
+        load = ", ".join(f"{value:.2f}" for value in sized["load_average"])
+        lines += ["", f"{size} ({sized['length']} images per epoch; load average {load} at "
+                      "the end):",
+                  report.markdown_table(headers, rows, right=[False] + [True] * 10)]
     lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 

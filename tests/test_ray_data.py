@@ -5,11 +5,9 @@ sample, and shutting the cluster down leaves no process behind."""
 
 from __future__ import annotations
 
-import collections
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,39 +17,12 @@ from ray.cluster_utils import Cluster
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op.datasets import BatchLane, LaneDecoder, lane_map_batches
+from custom_op.datasets import BatchLane, LaneDecoder, lane_map_batches, lane_map_epochs
 from synthetic import write_jpeg_folder
+from _ray_processes import ray_descendants, wait_until_gone
 
 SEED, EPOCH = 11, 3
 TRANSFORM = v2.Compose([v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()])
-
-
-def _is_ray(pid: int) -> bool:
-    """Whether ``pid`` runs one of Ray's programs (raylet, GCS, its workers and actors)."""
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-    except OSError:
-        return False
-    return b"ray" in command
-
-
-def _descendants(pid: int) -> set[int]:
-    """The live processes of Ray's below ``pid``, from /proc (a test worker has others of its
-    own, torch.compile's, multiprocessing's, that Ray's shutdown must leave alone)."""
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children[parent].append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children[todo.pop()]:
-            found.add(child)
-            todo.append(child)
-    return {process for process in found if _is_ray(process)}
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +37,11 @@ def cluster():
     cluster.add_node(num_cpus=2)
     ray.init(address=cluster.address, log_to_driver=False)
     yield cluster
-    before = _descendants(os.getpid())
+    before = ray_descendants(os.getpid())
     assert before, "no Ray process found below this one: the check would check nothing"
     ray.shutdown()
     cluster.shutdown()
-    deadline = time.monotonic() + 30
-    while _descendants(os.getpid()) & before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _descendants(os.getpid()) & before, "Ray left processes behind"
+    assert not wait_until_gone(os.getpid(), before), "Ray left processes behind"
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +51,13 @@ def files(tmp_path_factory) -> Path:
     return root
 
 
-def _expected(files: Path) -> dict[str, torch.Tensor]:
+def _expected(files: Path, epoch: int = EPOCH) -> dict[str, torch.Tensor]:
     """Each file through the per-sample v2 pipeline, its generator seeded from its stream."""
     lane = BatchLane(None, TRANSFORM, seed=SEED)
     expected = {}
     for path in sorted(files.rglob("*.jpg")):
         with torch.random.fork_rng():
-            torch.manual_seed(lane.sample_seed(str(path), EPOCH))
+            torch.manual_seed(lane.sample_seed(str(path), epoch))
             expected[str(path)] = TRANSFORM(custom_op.EncodedJpeg(path.read_bytes()))
     return expected
 
@@ -120,6 +88,35 @@ def test_pixels_are_the_per_sample_pipelines_for_each_stream(cluster, files):
     for path, image in rows.items():
         assert image.dtype == torch.uint8 and image.shape == (3, 48, 48)
         assert torch.equal(image, expected[path]), path
+
+
+def test_one_execution_of_several_epochs_gives_each_epoch_its_own_pixels(cluster, files):
+    dataset = _decoded(files, decoder=None)
+    decoded = lane_map_epochs({epoch: dataset for epoch in (4, 2)}, TRANSFORM, seed=SEED,
+                              batch_size=5, concurrency=2, label_column="cls",
+                              classes=["a", "b"], key_column="path", keep_key=True)
+    arrived: list[tuple[int, str, torch.Tensor]] = []
+    for batch in decoded.iter_batches(batch_size=7, batch_format="numpy"):
+        arrived += [(int(epoch), str(path), torch.from_numpy(image)) for epoch, path, image
+                    in zip(batch["epoch"], batch["path"], batch["image"])]
+    assert len(arrived) == len({(epoch, path) for epoch, path, _ in arrived}) == 24
+    by_epoch = {epoch: {path: image for seen, path, image in arrived if seen == epoch}
+                for epoch in (2, 4)}
+    for epoch, rows in by_epoch.items():
+        expected = _expected(files, epoch)
+        assert sorted(rows) == sorted(expected)
+        assert all(torch.equal(rows[path], expected[path]) for path in rows), epoch
+    # The same file in two epochs: its own draws in each.
+    path = next(iter(by_epoch[2]))
+    assert not torch.equal(by_epoch[2][path], by_epoch[4][path])
+
+
+def test_lane_map_epochs_refuses_no_epochs_and_a_negative_one(cluster, files):
+    dataset = _decoded(files, decoder=None)
+    with pytest.raises(ValueError, match="epochs is empty"):
+        lane_map_epochs({}, TRANSFORM, seed=SEED)
+    with pytest.raises(ValueError, match="an epoch must be an int >= 0, got -1"):
+        lane_map_epochs({-1: dataset}, TRANSFORM, seed=SEED)
 
 
 def test_every_sample_arrives_once_across_two_consumers(cluster, files):

@@ -19,6 +19,7 @@ EXTRAS = {
     "prepare": ("tqdm", "numpy"),
     "mds": ("torchvision", "streaming"),
     "litdata": ("torchvision", "litdata"),
+    "ray": ("ray",),
 }
 
 

@@ -24,7 +24,7 @@
   LitData optimized datasets read with their JPEG column still encoded, as
   ``(EncodedJpeg, label)`` items and as batch lane sources
   (docs/streaming_formats.md); their libraries are imported when one is made.
-- :class:`LaneDecoder`, :func:`lane_map_batches`: the lane as a Ray Data
+- :class:`LaneDecoder`, :func:`lane_map_batches`, :func:`lane_map_epochs`: the lane as a Ray Data
   ``map_batches`` step, for decoding on a cluster's CPU nodes (docs/ray.md).
 """
 
@@ -41,13 +41,13 @@ from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
 from ._litdata import LitJpegs
 from ._mds import MdsJpegs
-from ._ray_data import LaneDecoder, lane_map_batches
+from ._ray_data import LaneDecoder, lane_map_batches, lane_map_epochs
 from ._shards import EpochShuffle, ShardLoader, ShardSet, shard_loader
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
            "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "LitJpegs", "MdsJpegs",
-           "ON_ERROR_POLICIES", "ShardLoader",
-           "ShardSet", "TarSamples", "hf_image", "lane_dataloader", "lane_map_batches", "lane_threads", "load_sample",
+           "ON_ERROR_POLICIES", "ShardLoader", "ShardSet", "TarSamples", "hf_image", "lane_dataloader",
+           "lane_map_batches", "lane_map_epochs", "lane_threads", "load_sample",
            "shard_loader"]

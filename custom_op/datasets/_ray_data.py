@@ -27,7 +27,10 @@ from ._batch_lane import BatchLane
 from ._huggingface import encoded_lane_sample
 from ._lane_sample import LaneSample
 
-__all__ = ["LaneDecoder", "lane_map_batches"]
+__all__ = ["LaneDecoder", "lane_map_batches", "lane_map_epochs"]
+
+#: The column lane_map_epochs adds: each row's epoch, which keys its draws.
+EPOCH_COLUMN = "epoch"
 
 
 class LaneDecoder:
@@ -59,10 +62,14 @@ class LaneDecoder:
         keep_key: Also return ``key_column`` (strings, which
             ``iter_torch_batches`` cannot turn into tensors: iterate with
             ``iter_batches`` then).
+        epoch_column: A column of int epochs: each row is drawn in its own
+            row's epoch rather than ``epoch``, and the column is returned
+            (lane_map_epochs sets it). None: every row in ``epoch``.
 
     Returns (when called): a dict of numpy arrays: ``"image"`` uint8
     ``[B, C, H, W]`` (contiguous), ``"label"`` int64 ``[B]`` with a label
-    column, and ``key_column`` as given with ``keep_key``.
+    column, ``key_column`` as given with ``keep_key``, and ``epoch_column``
+    as given.
 
     Raises:
         ValueError: a column is missing from a batch, or a label is not in
@@ -75,7 +82,7 @@ class LaneDecoder:
                  bytes_column: str = "bytes", key_column: str = "path",
                  label_column: Optional[str] = None, classes: Optional[Sequence[str]] = None,
                  options: Optional[DecodeOptions] = None, on_error: str = "raise",
-                 keep_key: bool = False) -> None:
+                 keep_key: bool = False, epoch_column: Optional[str] = None) -> None:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"LaneDecoder: seed must be an int, got {seed!r}")
         self.lane = BatchLane(None, transform, seed=seed, on_error=on_error)
@@ -84,9 +91,10 @@ class LaneDecoder:
         self.class_index = None if classes is None else {name: i for i, name in enumerate(classes)}
         self.options = options or DecodeOptions()
         self.keep_key = keep_key
+        self.epoch_column = epoch_column
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        for column in (self.bytes_column, self.key_column, self.label_column):
+        for column in (self.bytes_column, self.key_column, self.label_column, self.epoch_column):
             if column is not None and column not in batch:
                 raise ValueError(f"LaneDecoder: the batch has no column {column!r} (it has "
                                  f"{sorted(batch)})")
@@ -96,13 +104,36 @@ class LaneDecoder:
                   if self.label_column is not None else [0] * len(keys))
         samples = [self._sample(value, key, label)
                    for value, key, label in zip(batch[self.bytes_column], keys, labels)]
-        images, decoded_labels = self.lane.decode(self.lane.draw(samples))
-        result = {"image": images.numpy()}
+        epochs = (None if self.epoch_column is None
+                  else [int(epoch) for epoch in batch[self.epoch_column]])
+        images, decoded_labels = self._decode(samples, epochs)
+        result = {"image": images}
         if self.keep_key:
             result[self.key_column] = np.asarray(batch[self.key_column])
+        if epochs is not None:
+            result[self.epoch_column] = np.asarray(epochs, dtype=np.int64)
         if self.label_column is not None:
-            result["label"] = decoded_labels.numpy()
+            result["label"] = decoded_labels
         return result
+
+    def _decode(self, samples: list[LaneSample],
+                epochs: Optional[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """The batch's images and labels; with ``epochs``, one native call per epoch among
+        them (a batch may straddle two epochs of lane_map_epochs), rows kept in place."""
+        if epochs is None or len(set(epochs)) == 1:
+            images, labels = self.lane.decode(self.lane.draw(
+                samples, None if epochs is None else epochs[0]))
+            return images.numpy(), labels.numpy()
+        parts = []
+        for epoch in sorted(set(epochs)):
+            rows = [index for index, value in enumerate(epochs) if value == epoch]
+            images, labels = self.lane.decode(self.lane.draw([samples[i] for i in rows], epoch))
+            parts.append((rows, images.numpy(), labels.numpy()))
+        images = np.empty((len(samples), *parts[0][1].shape[1:]), dtype=parts[0][1].dtype)
+        labels = np.empty(len(samples), dtype=parts[0][2].dtype)
+        for rows, part_images, part_labels in parts:
+            images[rows], labels[rows] = part_images, part_labels
+        return images, labels
 
     def _sample(self, value: Any, key: str, label: Any) -> LaneSample:
         encoded = value if isinstance(value, Mapping) else bytes(value)
@@ -157,3 +188,56 @@ def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int
     return dataset.map_batches(LaneDecoder, fn_constructor_kwargs=constructor,
                                batch_size=batch_size, batch_format="numpy",
                                concurrency=concurrency, num_cpus=num_cpus)
+
+
+def lane_map_epochs(epochs: Mapping[int, Any], transform: Callable[[Any], Any], *, seed: int,
+                    batch_size: int = 64, concurrency: int = 1, num_cpus: float = 1,
+                    **decoder_options: Any) -> Any:
+    """Several epochs decoded in one Ray Data execution: one pool of actors starts once.
+
+    lane_map_batches makes one epoch's dataset, and every iteration of a
+    dataset is an execution of its own whose actors start anew (a process
+    each, torch imported: seconds). This gives one dataset holding every
+    epoch's rows, each drawn from its own (seed, epoch, key) stream as
+    lane_map_batches would draw it in that epoch, so the same pixels arrive
+    from actors started once. The epochs' rows interleave: Ray Data's
+    ``union`` takes blocks from each epoch's dataset in turn, so the stream
+    is that of a dataset repeated ``len(epochs)`` times (as webdataset's
+    ``repeat`` gives), not one epoch after another; each row carries its
+    epoch in the ``"epoch"`` column. A loop that needs an epoch's end (an
+    evaluation, a checkpoint) iterates lane_map_batches per epoch instead.
+
+    Args:
+        epochs: Each epoch's dataset of encoded images, by epoch, e.g. ``{epoch:
+            files.random_shuffle(seed=epoch) for epoch in range(3)}``.
+        transform, seed, batch_size, concurrency, num_cpus, decoder_options: as
+            :func:`lane_map_batches`.
+
+    Returns:
+        The lazy ``ray.data.Dataset`` of ``{"image", ["label"], [key], "epoch"}`` batches.
+
+    Raises:
+        ValueError: ``epochs`` is empty, an epoch is not an int >= 0, or an argument of
+            lane_map_batches is out of range.
+        TypeError: as lane_map_batches.
+
+    Example:
+        >>> files = ray.data.read_binary_files("train/", include_paths=True)
+        >>> decoded = lane_map_epochs({epoch: files for epoch in range(3)}, transform, seed=0)
+        >>> for batch in decoded.iter_torch_batches(batch_size=256):
+        ...     images, epochs = batch["image"], batch["epoch"]   # uint8 [256, 3, 224, 224]
+    """
+    if not epochs:
+        raise ValueError("lane_map_epochs: epochs is empty; give {epoch: dataset}")
+    for epoch in epochs:
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError(f"lane_map_epochs: an epoch must be an int >= 0, got {epoch!r}")
+    from ray.data.expressions import lit
+
+    # An expression, not a Python function: the reading tasks that add the column need not
+    # import custom_op (and torch) in every worker they run in.
+    tagged = [epochs[epoch].with_column(EPOCH_COLUMN, lit(epoch)) for epoch in sorted(epochs)]
+    rows = tagged[0].union(*tagged[1:]) if len(tagged) > 1 else tagged[0]
+    return lane_map_batches(rows, transform, seed=seed, epoch=min(epochs),
+                            batch_size=batch_size, concurrency=concurrency, num_cpus=num_cpus,
+                            epoch_column=EPOCH_COLUMN, **decoder_options)

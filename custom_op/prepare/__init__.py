@@ -40,7 +40,8 @@ The same is available from Python::
 
 The modules, in the order a run uses them: ``cli`` (the command line),
 ``tree`` (prepare_tree), ``walk`` (folder checks, listing, the plan),
-``pool`` (worker processes with a bounded queue), ``files``, ``shards`` and
+``pool`` (worker processes with a bounded queue; ``ray_engine``, the same
+work as Ray tasks on a cluster with ``--engine ray``), ``files``, ``shards`` and
 ``parquet`` (one file's, one shard's and one parquet file's work, in a
 worker; ``parquet`` imports pyarrow, so it is imported only when needed,
 with ``parquet_check`` and ``parquet_read_back``), ``journal`` (identities

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import itertools
 import json
 import os
 import shutil
+import socket
 from typing import Callable, Sequence
 
 from .._regular_files import open_regular
@@ -57,9 +59,12 @@ def set_flush(enabled: bool) -> None:
     _flush = enabled
 
 
-# Temporary names: the process id and a counter, unique within a run (one process writes one
-# temporary at a time, and the run holds DST's lock, so no other run writes there).
+# Temporary names: the machine, the process id and a counter, unique within a run (one process
+# writes one temporary at a time, and the run holds DST's lock, so no other run writes there).
+# The machine matters with the Ray engine, whose tasks on several nodes share DST's private
+# folder and may have the same process id; a short hash keeps every name short.
 _counter = itertools.count()
+_MACHINE = hashlib.blake2s(socket.gethostname().encode(), digest_size=4).hexdigest()
 
 
 def destination_root(task: Task) -> str:
@@ -72,7 +77,8 @@ def destination_root(task: Task) -> str:
 
 def temporary_name(task: Task) -> str:
     """A fresh path in DST's private folder for ``task``'s output, as short for any source."""
-    return os.path.join(destination_root(task), PRIVATE_FOLDER, f"{os.getpid()}-{next(_counter)}")
+    return os.path.join(destination_root(task), PRIVATE_FOLDER,
+                        f"{_MACHINE}-{os.getpid()}-{next(_counter)}")
 
 
 def identity(size: int, mtime_ns: int, inode: int) -> bytes:

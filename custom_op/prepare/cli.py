@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
-from .tree import prepare_tree
+from .tree import ENGINES, prepare_tree
 from .workspace import DestinationBusy
 
 PROG = "python -m custom_op.prepare"
@@ -64,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
     parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                         metavar="N", help="processes to use (default: %(default)s, the CPU count)")
+    parser.add_argument("--engine", choices=ENGINES, default="processes",
+                        help="where the work runs: worker processes of this machine (default) "
+                             "or Ray tasks on every CPU of a Ray cluster (the 'ray' extra; SRC "
+                             "and DST at the same paths on every node; --workers unused)")
+    parser.add_argument("--ray-address", metavar="ADDR", default=None,
+                        help="--engine ray: the cluster to join, as ray.init's address (default: "
+                             "RAY_ADDRESS, else a Ray started on this machine)")
     parser.add_argument("--verify", action="store_true",
                         help="decode every input and output in full and require equal pixels "
                              "(about two extra full decodes per file)")
@@ -97,7 +104,8 @@ def _prepare(args: argparse.Namespace):
     return prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
                         force=args.force, progress=False if args.quiet else None,
                         max_memory=args.max_memory, fsync=args.fsync,
-                        image_column=args.image_column)
+                        image_column=args.image_column, engine=args.engine,
+                        ray_address=args.ray_address)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -129,7 +137,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"\n{PROG}: interrupted; the files written are complete, run the same "
               "command again to resume", file=sys.stderr)
         return 130
-    except (OSError, RuntimeError) as error:
+    except (OSError, RuntimeError, ImportError) as error:
         _error(error)
         return 1
     _print(summary.report())

@@ -27,6 +27,9 @@ from .summary import Summary
 from .workspace import Workspace
 
 
+#: Where the work runs: worker processes of this machine, or Ray tasks on a cluster.
+ENGINES = ("processes", "ray")
+
 #: Outcome kinds of a file or shard whose output was renamed into place.
 WRITTEN = frozenset({PREPARED, COPIED, VERIFY_FAILED, SHARD_WRITTEN})
 
@@ -48,7 +51,8 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
                  verify: bool = False, force: bool = False,
                  progress: Optional[bool] = None,
                  max_memory: int = DEFAULT_MAX_MEMORY, fsync: bool = True,
-                 image_column: Optional[str] = None) -> Summary:
+                 image_column: Optional[str] = None, engine: str = "processes",
+                 ray_address: Optional[str] = None) -> Summary:
     """Prepares every JPEG under ``src`` for seeking into the same relative path under ``dst``.
 
     JPEGs (by content) are rewritten by :func:`custom_op.prepare_jpeg`, with
@@ -103,6 +107,14 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
             ``datasets`` writes its Image feature); a parquet file without
             one is copied unchanged, and one without a column of this name
             is refused.
+        engine: ``"processes"`` (worker processes of this machine) or
+            ``"ray"``: the same work as Ray tasks on every CPU of a Ray
+            cluster (custom_op/prepare/ray_engine.py; needs the ``ray``
+            extra, and SRC and DST at the same paths on every node), where
+            a task whose node dies is retried; ``workers`` is then unused.
+        ray_address: With ``engine="ray"``, the cluster to join (as
+            ``ray.init(address=...)``); None joins the one RAY_ADDRESS
+            names, else starts Ray on this machine.
 
     Returns:
         A :class:`Summary`; ``summary.report()`` is its text and
@@ -113,8 +125,8 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
 
     Raises:
         ValueError: ``src`` is not a folder, ``dst`` is ``src`` or inside it (or
-            contains it), ``workers`` < 1, ``max_memory`` < 1, or
-            ``image_column`` is empty.
+            contains it), ``workers`` < 1, ``max_memory`` < 1,
+            ``image_column`` is empty, or ``engine`` is not one of ENGINES.
         TypeError: ``max_memory`` is not an int, or ``image_column`` is
             neither a str nor None.
         custom_op.prepare.workspace.DestinationBusy: another run is writing
@@ -134,6 +146,9 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         raise ValueError(f"prepare_tree(): workers must be an int >= 1, got {workers!r}")
     max_memory = _as_limit("prepare_tree", "max_memory", max_memory)
     _check_image_column(image_column)
+    if engine not in ENGINES:
+        raise ValueError(f"prepare_tree(): engine must be one of {', '.join(ENGINES)}, got "
+                         f"{engine!r}")
     # A partial of a module-level function pickles by name, so it reaches the workers.
     work = functools.partial(handle_task, max_memory=max_memory, fsync=fsync,
                              image_column=image_column)
@@ -149,7 +164,7 @@ def prepare_tree(src: walk.PathLike, dst: walk.PathLike, *, workers: Optional[in
         # Where outputs cannot carry their source's identity, a journal in DST keeps it.
         journal = None if keeps_attributes(space.lock_path) else Journal(destination)
         _run(source, destination, work, verify, force, workers, progress, summary, fsync,
-             journal)
+             journal, engine, ray_address)
     # The private folder is gone (workspace.py); now DST can get its final mode and times.
     folders.finish([root], also_flush=[os.path.dirname(destination)], flush=fsync)
     summary.sort()
@@ -167,7 +182,7 @@ def _check_image_column(image_column: Optional[str]) -> None:
 
 def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bool,
          workers: int, progress: Optional[bool], summary: Summary, fsync: bool,
-         journal: Optional[Journal]) -> None:
+         journal: Optional[Journal], engine: str, ray_address: Optional[str]) -> None:
     """Plans, makes the folders, runs the work and finishes the folders; DST is locked."""
     relatives: list[str] = []
     tasks = walk.plan(source, destination, force, summary, relatives, journal)
@@ -189,7 +204,11 @@ def _run(source: str, destination: str, work: pool.Work, verify: bool, force: bo
             _journal_outputs(journal, by_name, outcomes)
 
     try:
-        if workers == 1:
+        if engine == "ray":
+            # Imported here: `import custom_op.prepare` must not need Ray.
+            from .ray_engine import run_ray
+            run_ray(whole, files, work, verify, record, ray_address)
+        elif workers == 1:
             pool.run_inline(chunks, work, verify, record)
         elif tasks:
             # Worker processes even for one task: a worker that dies (the OOM killer) is an
