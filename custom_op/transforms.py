@@ -332,9 +332,9 @@ def evaluation_transform(preset: torch.nn.Module, **decode_options: Any) -> v2.C
     as one window (see :class:`ResizeJPEG`). By default (``exact=True``
     here) the tensor equals the preset's on the decoded image bit for bit,
     so a model's published accuracy is reproduced. ``exact=False`` decodes
-    windows of at least twice the output at a reduced DCT scale: faster
-    (docs/benchmarks.md), but up to 74 levels (30.2 dB PSNR at worst on
-    real and generated photos, bench/worst_error.py) from torchvision's.
+    windows of at least twice the output at a reduced DCT scale: faster,
+    but not torchvision's pixels (docs/benchmarks.md, eval; bench/worst_error.py
+    measures the largest difference).
 
     Args:
         preset: The preset module: anything with ``resize_size``,

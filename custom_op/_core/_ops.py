@@ -12,7 +12,7 @@ tagged error its Python type (custom_op/_core/_errors.py). That is why the
 public operators are Python-defined: a stable-ABI kernel can only raise
 RuntimeError, and a kernel of ours on the call path is the one place where
 ``torch.ops`` calls and compiled graphs (whose generated code calls the
-operator) both pass. docs/design.md ("The binding") gives the cost.
+operator) both pass (docs/design.md, "The binding").
 
 The fake kernels are those of the extension's operators they call
 (custom_op/_core/_fakes.py): they give torch.compile the output's shape, dtype

@@ -267,9 +267,9 @@ class ComposeJPEG:
     ``exact=False`` (the decode options' default), a training window's
     resize runs on the tensor as :class:`custom_op.EncodedJpeg` does under
     torchvision: windows of at least twice the output decode at a reduced
-    DCT scale (measured worst case on real photos: see docs/timm.md), others
+    DCT scale (bench/worst_error.py measures the largest difference), others
     get ATen's antialiased resize, which rounds differently from Pillow's
-    (up to a few levels, also in docs/timm.md). Crops without a resize are
+    (docs/timm.md, Pixels). Crops without a resize are
     exact either way.
 
     :class:`custom_op.JpegFolder` wraps a v1 Compose, or any single v1 or

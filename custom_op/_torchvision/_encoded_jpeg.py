@@ -215,8 +215,8 @@ class EncodedJpeg(tv_tensors.Image):
             seed, and ATen's uint8 resizes take their channels-last path
             (contiguous CHW uint8 to 1 x 1 hits an ATen internal assert).
             If True, contiguous CHW planes: the DataLoader's collate stacks
-            them with plain copies, faster end to end (docs/design.md has
-            the figures), but a layout-following random op then draws
+            them with plain copies, faster end to end (docs/design.md,
+            Output layout), but a layout-following random op then draws
             different pixels than the decoded pipeline.
         exact: If True, resizes never use DCT scaling: the window is decoded
             at full scale and resized by torchvision's own kernel, so the

@@ -19,8 +19,8 @@ beyond what the native core takes (over 65535, e.g. ``Resize(256)`` of a
 result is torchvision's. With ``exact=True`` the rectangle comes out bit for
 bit as torchvision's decode_jpeg + resize + crop (csrc/grid_resample.h
 resamples exactly as ATen does, on the window only); without it, windows at
-least twice the output decode at 1/2, 1/4 or 1/8 DCT scale (docs/torchvision.md
-gives the measured difference).
+least twice the output decode at 1/2, 1/4 or 1/8 DCT scale (docs/benchmarks.md,
+eval, gives the measured difference).
 """
 
 from __future__ import annotations
