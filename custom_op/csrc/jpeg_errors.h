@@ -88,8 +88,8 @@ struct ErrorManager {
 // a fixed cost per block and, in a refinement scan, a cost per coefficient of
 // the band. A scan counts once per kScanWorkUnit of work, rounded up: a scan
 // of up to 32768 blocks (2 megapixels of gray) counts once whatever its band,
-// so small images count their scans as before. docs/design.md has the
-// measurements behind the weights.
+// so a small image counts one per scan, as TurboJPEG's TJPARAM_SCANLIMIT
+// counts every image's scans.
 constexpr int64_t kBlockOverhead = 8;
 constexpr int64_t kScanWorkUnit = int64_t{32768} * (DCTSIZE2 + kBlockOverhead);
 

@@ -26,7 +26,7 @@ struct Limits {
   // custom_op's own, not the output (whose size the caller chose). 256 MiB
   // holds the whole-image coefficient buffer of a progressive 4:2:0 photo of
   // 89 megapixels (4:4:4: 44), and refuses the 768 MiB that a 16384 x 16384
-  // progressive header asks for. docs/design.md has the measurements.
+  // progressive header asks for.
   int64_t max_memory = int64_t{256} << 20;
 };
 
