@@ -240,13 +240,14 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
             results[index], failures[index] = (None, failure) if failure else (result, None)
     for index in turned:
         box = flat[4 * index:4 * index + 4]
+        file_index = indexes[index] if indexes else None
         try:
             if size is None:
                 result = decode_and_crop_jpeg(encoded[index], *box, apply_exif_orientation=True,
-                                              **options)
+                                              index=file_index, **options)
             else:
                 result = decode_and_resized_crop_jpeg(encoded[index], *box, size,
-                                                      antialias=antialias,
+                                                      antialias=antialias, index=file_index,
                                                       apply_exif_orientation=True, **options)
         except (JpegDecodeError, ValueError, MemoryError) as error:
             failures[index] = type(error)(f"{name}(): image {index}: {error}")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 import torch
 
@@ -163,15 +163,15 @@ def _stamp_of_source(sidecar: str) -> tuple[int, int]:
 _cache = _Cache()
 
 
-def index_for(key: Optional[IndexKey], data: torch.Tensor, crop_height: int,
+def index_for(key: Union[IndexKey, bytes, None], data: torch.Tensor, crop_height: int,
               file_height: int) -> Optional[bytes]:
     """The index to decode a window of ``crop_height`` rows of ``data`` with, or None.
 
     From the cache, or the sample's sidecar, or built now (see the module's note on when);
     None when ``key`` is None (a sample no dataset named), the file cannot be indexed, or
-    the cache is full."""
-    if key is None:
-        return None
+    the cache is full. ``key`` may be the index itself (a Hugging Face index column's)."""
+    if key is None or isinstance(key, bytes):
+        return key
     found, index = _cache.lookup(key)
     if found or crop_height >= file_height or not _cache.should_build(key):
         return index

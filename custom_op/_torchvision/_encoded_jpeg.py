@@ -18,7 +18,7 @@ is in _tv_kernels.py.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 from torchvision import tv_tensors
@@ -243,8 +243,8 @@ class EncodedJpeg(tv_tensors.Image):
             "gray", the file's own count for "unchanged").
         options: The :class:`DecodeOptions` above.
         source: As given.
-        index_key: What names the file's bytes for the MCU-row index cache
-            (set by custom_op's datasets), or None: crops use no index.
+        index_key: What names the file's bytes for the MCU-row index cache (set by
+            custom_op's datasets), the index itself, or None: crops use no index.
 
     Raises:
         TypeError, ValueError: ``data`` or an option is of the wrong type or
@@ -269,7 +269,7 @@ class EncodedJpeg(tv_tensors.Image):
     options: DecodeOptions
     source: Optional[str]
     orientation: int
-    index_key: Optional[IndexKey]
+    index_key: Union[IndexKey, bytes, None]
 
     def __new__(cls, data: JpegData, *, source: Optional[str] = None,
                 **decode_options: Any) -> "EncodedJpeg":
@@ -304,7 +304,7 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def from_header(cls, tensor: torch.Tensor, header: tuple[int, int, int],
                     options: DecodeOptions, *, source: Optional[str] = None,
-                    index_key: Optional[IndexKey] = None) -> "EncodedJpeg":
+                    index_key: Union[IndexKey, bytes, None] = None) -> "EncodedJpeg":
         """An EncodedJpeg of the 1-D uint8 ``tensor`` whose header (height, width,
         channels) was already read with ``options.max_pixels``, as :meth:`with_options`
         would make it, for loaders that read a batch's headers in one call. Not for
@@ -324,7 +324,7 @@ class EncodedJpeg(tv_tensors.Image):
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
               options: DecodeOptions, source: Optional[str],
               pending_resize: Optional[PendingResize] = None, orientation: int = 1,
-              index_key: Optional[IndexKey] = None) -> "EncodedJpeg":
+              index_key: Union[IndexKey, bytes, None] = None) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
         encoded.orientation, encoded.index_key = orientation, index_key
         # canvas_size is the size torchvision sees: the resized one while a resize is pending.
