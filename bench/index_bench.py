@@ -81,10 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="2560x1600 files (default 4)")
     group.add_argument("--index-windows", type=int, default=5,
                        help="windows per file (default 5)")
-    group.add_argument("--index-epoch-images", type=int, default=32,
+    group.add_argument("--index-epoch-images", type=int, default=16,
                        help="2560x1600 generated files of the threads lane's epochs with the "
                             "index cache, sidecars or no index (bench/index_epochs.py; default "
-                            "32, 0 skips)")
+                            "16, 0 skips)")
     group.add_argument("--index-rounds", type=int, default=2,
                        help="rounds of the epochs part, the fastest kept (default 2)")
 

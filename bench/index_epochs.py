@@ -8,7 +8,7 @@ way, each way with a new loader and a new cache, the ways taken in turn ``--inde
 times (the fastest epoch of each kept):
 
   no index          configure_index_cache(max_bytes=0)
-  cache, 1st touch  the default: each index built on the sample's first cropped decode
+  cache, 1st touch  the default in this process: built on the sample's first cropped decode
   cache, 2nd touch  configure_index_cache(build_on_touch=2)
   sidecars          written once by --index-only (timed apart), read on the first miss
 

@@ -7,11 +7,14 @@ returns the cached index, or reads the sample's sidecar once, or builds the inde
 None (the ordinary decode). Whatever it returns, the pixels are the same: the index's own
 checksum refuses an index that is not the file's.
 
-When to build: on a sample's first cropped decode (``build_on_touch=1``, the default), so
-that epoch 2 gains; building costs about three quarters of a full decode, paid once per
-sample in epoch 1. ``build_on_touch=2`` builds on the second touch instead (epoch 1 costs
-nothing more, epoch 2 pays the builds, epoch 3 gains). A decode of the whole height never
-builds: an index saves nothing there (validation without a crop).
+When to build: in the training process, on a sample's first cropped decode, so that epoch
+2 gains; building costs an entropy pass over the whole file, paid once per sample in epoch
+1. In a DataLoader worker, on the second (``build_on_touch=2``): a worker that is not
+persistent ends with its epoch and never touches a sample twice, so it never pays for
+indexes it would not keep, while a persistent one builds in epoch 2 and gains from epoch 3
+(``lane_dataloader(persistent_workers=True)`` makes its workers build on the first). A
+decode of the whole height never builds: an index saves nothing there (validation without
+a crop).
 
 The bound: a byte budget, and once it is full nothing more is added (no eviction). Each
 epoch visits every sample once in a random order; with less room than the dataset needs,
@@ -29,6 +32,7 @@ import threading
 from typing import NamedTuple, Optional, Union
 
 import torch
+import torch.utils.data
 
 from ._core._errors import JpegDecodeError
 from ._index import jpeg_index
@@ -63,9 +67,9 @@ class _Cache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.configure(DEFAULT_MAX_BYTES, 1)
+        self.configure(DEFAULT_MAX_BYTES, None)
 
-    def configure(self, max_bytes: int, build_on_touch: int) -> None:
+    def configure(self, max_bytes: int, build_on_touch: Optional[int]) -> None:
         with self.lock:
             self.max_bytes, self.build_on_touch = max_bytes, build_on_touch
             self.entries: dict[IndexKey, Optional[bytes]] = {}
@@ -99,10 +103,11 @@ class _Cache:
             if self.bytes + ENTRY_OVERHEAD > self.max_bytes:
                 self.counts["full"] += 1
                 return False
-            if self.build_on_touch <= 1:
+            build_on_touch = self.build_on_touch or (2 if _in_worker() else 1)
+            if build_on_touch <= 1:
                 return True
             touches = self.touches[key] = self.touches.get(key, 0) + 1
-            if touches < self.build_on_touch:
+            if touches < build_on_touch:
                 self.bytes += ENTRY_OVERHEAD if touches == 1 else 0
                 return False
             del self.touches[key]
@@ -160,6 +165,11 @@ def _stamp_of_source(sidecar: str) -> tuple[int, int]:
     return (stat.st_size, stat.st_mtime_ns)
 
 
+def _in_worker() -> bool:
+    """Whether this is a DataLoader worker process."""
+    return torch.utils.data.get_worker_info() is not None
+
+
 _cache = _Cache()
 
 
@@ -183,7 +193,8 @@ def index_for(key: Union[IndexKey, bytes, None], data: torch.Tensor, crop_height
     return index
 
 
-def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES, build_on_touch: int = 1) -> None:
+def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
+                          build_on_touch: Optional[int] = None) -> None:
     """Sets this process's MCU-row index cache's budget and building rule, and empties it.
 
     The datasets (JpegFolder, tar shards, Hugging Face rows) and the batch lane
@@ -197,7 +208,9 @@ def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES, build_on_touch: in
         max_bytes: The budget in bytes (indexes plus about 200 bytes per entry);
             once full, nothing is added. 0 turns the cache off.
         build_on_touch: 1 builds on a sample's first cropped decode (epoch 2
-            gains), 2 on its second (epoch 1 costs nothing more).
+            gains), 2 on its second (epoch 1 costs nothing more). None (the
+            default): 1 in the training process, 2 in a DataLoader worker,
+            which dies with its epoch unless it is persistent.
 
     Raises:
         TypeError, ValueError: a value is not an int, or out of range.
@@ -206,7 +219,8 @@ def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES, build_on_touch: in
         >>> custom_op.configure_index_cache(max_bytes=64 << 20, build_on_touch=2)
     """
     for name, value, minimum in (("max_bytes", max_bytes, 0),
-                                 ("build_on_touch", build_on_touch, 1)):
+                                 ("build_on_touch", 1 if build_on_touch is None else build_on_touch,
+                                  1)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"configure_index_cache(): {name} must be an int, got "
                             f"{type(value).__name__}")

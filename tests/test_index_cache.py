@@ -154,6 +154,28 @@ def test_build_on_second_touch(folder) -> None:
         custom_op.configure_index_cache(max_bytes=1.5)
 
 
+class _TwoTouches(torch.utils.data.Dataset):
+    """Each item: a sample cropped twice, with the worker's builds after each crop."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.folder = JpegFolder(root, _low_window)
+
+    def __len__(self) -> int:
+        return 2
+
+    def __getitem__(self, index: int) -> list[int]:
+        builds = []
+        for _ in range(2):
+            self.folder[index]
+            builds.append(custom_op.index_cache_stats()["builds"])
+        return builds
+
+
+def test_a_dataloader_worker_builds_on_the_second_touch(folder) -> None:
+    loader = torch.utils.data.DataLoader(_TwoTouches(folder), batch_size=None, num_workers=1)
+    assert [[int(n) for n in builds] for builds in loader] == [[0, 1], [1, 2]]
+
+
 def test_index_only_writes_sidecars_and_leaves_the_jpegs(folder) -> None:
     before = _hashes(folder)
     expected = _uncached(lambda: _crops(folder))
