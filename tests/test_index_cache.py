@@ -30,7 +30,8 @@ from synthetic import photo_jpeg
 
 COUNT = 6
 SIZE = (320, 240)
-LANE = v2.Compose([v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()])
+#: Windows at most half the image's height, which build indexes.
+LANE = v2.Compose([v2.RandomResizedCrop(48, scale=(0.05, 0.2)), v2.RandomHorizontalFlip()])
 
 
 def _low_window(image):
@@ -137,9 +138,12 @@ def test_the_cache_stays_within_its_budget_and_says_so(folder) -> None:
     assert all(torch.equal(a, b) for a, b in zip(first, second))
 
 
-def test_a_whole_height_decode_builds_nothing(folder) -> None:
-    JpegFolder(folder, v2.CenterCrop((SIZE[0], 100)))[0]
+def test_a_window_over_half_the_height_builds_nothing(folder) -> None:
+    JpegFolder(folder, v2.CenterCrop((SIZE[0] // 2 + 1, 100)))[0]
+    JpegFolder(folder, v2.RandomResizedCrop(32, scale=(1.0, 1.0), ratio=(0.75, 0.75)))[1]
     assert custom_op.index_cache_stats()["builds"] == 0
+    JpegFolder(folder, v2.CenterCrop((SIZE[0] // 2, 100)))[0]
+    assert custom_op.index_cache_stats()["builds"] == 1
 
 
 def test_build_on_second_touch(folder) -> None:
