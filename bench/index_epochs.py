@@ -2,8 +2,9 @@
 
 A part of the index benchmark (bench/index_bench.py): a JpegFolder of 2560x1600 files (a
 copy of the run's set, so that sidecars can be written beside it), read by
-``custom_op.datasets.lane_threads`` (2 threads, batches of 8,
-``v2.RandomResizedCrop(224)`` + ``v2.RandomHorizontalFlip()``), three epochs in a row per
+``custom_op.datasets.lane_threads`` (2 threads, batches of 8, ``v2.RandomResizedCrop(224)``
+with its default scales, or with scales 0.02-0.1 (windows at most half the height, which
+the cache builds indexes for), + ``v2.RandomHorizontalFlip()``), three epochs in a row per
 way, each way with a new loader and a new cache, the ways taken in turn ``--index-rounds``
 times (the fastest epoch of each kept):
 
@@ -18,6 +19,7 @@ of 100,000 such files holds (indexes plus the cache's per-entry estimate).
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 import shutil
 import statistics
@@ -36,6 +38,7 @@ HEIGHT, WIDTH = 1600, 2560
 EPOCHS = 3
 BATCH = 8
 THREADS = 2
+CROPS = {"RRC(224)": (0.08, 1.0), "RRC(224), scale 0.02-0.1": (0.02, 0.1)}
 WAYS = {"no index": dict(max_bytes=0), "cache, 1st touch": {},
         "cache, 2nd touch": dict(build_on_touch=2), "sidecars": {}}
 
@@ -47,9 +50,9 @@ def _copy(paths: list[pathlib.Path], root: pathlib.Path) -> None:
         shutil.copyfile(path, target)
 
 
-def _epoch_seconds(root: pathlib.Path, seed: int) -> list[float]:
+def _epoch_seconds(root: pathlib.Path, scale: tuple[float, float], seed: int) -> list[float]:
     """Seconds of each of EPOCHS epochs of a new threads lane over ``root``."""
-    transform = v2.Compose([v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()])
+    transform = v2.Compose([v2.RandomResizedCrop(224, scale=scale), v2.RandomHorizontalFlip()])
     lane = BatchLane(JpegFolder(root), transform, seed=seed)
     loader = lane_threads(lane, LaneBatchSampler(len(lane), BATCH, seed=seed), threads=THREADS)
     seconds = []
@@ -79,10 +82,10 @@ def run_epochs(source: Any, count: int, rounds: int, seed: int) -> dict[str, Any
     with tempfile.TemporaryDirectory(prefix="custom_op-index-epochs-") as folder:
         root = pathlib.Path(folder) / "train"
         _copy(files.paths, root)
-        best: dict[str, list[float]] = {}
+        best: dict[tuple[str, str], list[float]] = {}
         sidecar_seconds = []
         for _ in range(rounds):
-            for way, settings in WAYS.items():
+            for (crop, scale), (way, settings) in itertools.product(CROPS.items(), WAYS.items()):
                 for sidecar in root.rglob("*.cjmi"):
                     sidecar.unlink()
                 if way == "sidecars":
@@ -90,10 +93,12 @@ def run_epochs(source: Any, count: int, rounds: int, seed: int) -> dict[str, Any
                     index_tree(str(root))
                     sidecar_seconds.append(time.perf_counter() - start)
                 custom_op.configure_index_cache(**settings)
-                seconds = _epoch_seconds(root, seed)
-                best[way] = [min(pair) for pair in zip(best.get(way, seconds), seconds)]
+                seconds = _epoch_seconds(root, scale, seed)
+                key = (crop, way)
+                best[key] = [min(pair) for pair in zip(best.get(key, seconds), seconds)]
         custom_op.configure_index_cache()
-    per_image = {way: [1000 * s / count for s in seconds] for way, seconds in best.items()}
+    per_image = {f"{crop}: {way}": [1000 * s / count for s in seconds]
+                 for (crop, way), seconds in best.items()}
     index_bytes = statistics.mean(sizes)
     return {"files": count, "size": f"{WIDTH}x{HEIGHT}", "batch": BATCH, "threads": THREADS,
             "rounds": rounds, "epoch_ms_per_image": per_image,
@@ -112,7 +117,7 @@ def format_epochs(result: dict[str, Any]) -> list[str]:
     return [f"Threads lane, {result['files']} files of {result['size']}, batches of "
             f"{result['batch']}, {result['threads']} threads: ms per image, fastest of "
             f"{result['rounds']} rounds", "",
-            report.markdown_table(["indexes", "epoch 1", "epoch 2", "epoch 3"], rows,
+            report.markdown_table(["crop: indexes", "epoch 1", "epoch 2", "epoch 3"], rows,
                                   right=[False, True, True, True]), "",
             f"index: {result['index_bytes_per_image']:.0f} bytes per image, built in "
             f"{result['index_build_ms_median']:.2f} ms; --index-only "
