@@ -28,7 +28,7 @@ from .atomic import PRIVATE_FOLDER, flush_file
 #: A temporary sidecar: hidden, the sidecar's name and the writing process's id.
 _TEMPORARY = re.compile(r"^\..*\.cjmi\.\d+\.tmp$")
 #: webdataset's split of a member name into the sample's key and the member's suffix.
-_KEY_AND_SUFFIX = re.compile(r"^((?:.*/|)[^./]+)[.]([^/]*)$")
+_KEY_AND_SUFFIX = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 
 
 @dataclasses.dataclass
