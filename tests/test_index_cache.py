@@ -23,7 +23,7 @@ import custom_op
 from custom_op._index_cache import ENTRY_OVERHEAD
 from custom_op._index_sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
 from custom_op.datasets import BatchLane, JpegFolder
-from custom_op.datasets._lane_sources import tar_lane_samples
+from custom_op.datasets._lane_loaders import _FirstTouchIndexes
 from custom_op.prepare import index_only
 from custom_op.prepare.cli import main as prepare_main
 from synthetic import photo_jpeg
@@ -178,6 +178,10 @@ class _TwoTouches(torch.utils.data.Dataset):
 def test_a_dataloader_worker_builds_on_the_second_touch(folder) -> None:
     loader = torch.utils.data.DataLoader(_TwoTouches(folder), batch_size=None, num_workers=1)
     assert [[int(n) for n in builds] for builds in loader] == [[0, 1], [1, 2]]
+    # lane_dataloader(persistent_workers=True)'s workers build on the first touch.
+    loader = torch.utils.data.DataLoader(_TwoTouches(folder), batch_size=None, num_workers=1,
+                                         worker_init_fn=_FirstTouchIndexes(None))
+    assert [[int(n) for n in builds] for builds in loader] == [[1, 1], [2, 2]]
 
 
 def test_index_only_writes_sidecars_and_leaves_the_jpegs(folder) -> None:
