@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
+from .atomic import set_flush
 from .index_only import index_tree
 from .tree import prepare_tree
 from .workspace import DestinationBusy
@@ -152,6 +153,7 @@ def _index_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         parser.error("DST is required (or --index-only, to write index sidecars into SRC)")
     if args.dst is not None:
         parser.error("--index-only writes into SRC: give no DST")
+    set_flush(args.fsync)
     try:
         summary = index_tree(args.src, image_column=args.image_column)
     except ValueError as error:
