@@ -232,6 +232,13 @@ def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
     _cache.configure(max_bytes, build_on_touch)
 
 
+def build_on_first_touch() -> None:
+    """This process's cache builds on a sample's first cropped decode from now on, keeping
+    what it holds (a worker forked from a process with a full cache keeps its copy)."""
+    with _cache.lock:
+        _cache.build_on_touch = 1
+
+
 def index_cache_stats() -> dict[str, int]:
     """This process's MCU-row index cache: its size and how lookups went.
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .._index_cache import configure_index_cache, index_cache_stats
+from .._index_cache import build_on_first_touch
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
 from ._lane_random import derived_seed, sample_generator
@@ -183,7 +183,7 @@ class _FirstTouchIndexes:
         self.then = then
 
     def __call__(self, worker_id: int) -> None:
-        configure_index_cache(max_bytes=index_cache_stats()["max_bytes"], build_on_touch=1)
+        build_on_first_touch()
         if self.then is not None:
             self.then(worker_id)
 
