@@ -69,6 +69,7 @@ class _Cache:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.load_lock = threading.Lock()
         self.configure(DEFAULT_MAX_BYTES, None)
 
     def configure(self, max_bytes: int, build_on_touch: Optional[int]) -> None:
@@ -82,21 +83,16 @@ class _Cache:
                                          "sidecar_entries", "sidecars_refused"), 0)
 
     def lookup(self, key: IndexKey) -> tuple[bool, Optional[bytes]]:
+        if key.sidecar not in self.sidecars:
+            # One thread reads a sidecar; the others wait for its entries rather than build.
+            with self.load_lock:
+                if key.sidecar not in self.sidecars:
+                    self._load_sidecar(key.sidecar)
+                    self.sidecars.add(key.sidecar)
         with self.lock:
-            if key in self.entries:
-                self.counts["hits"] += 1
-                return True, self.entries[key]
-            load = key.sidecar not in self.sidecars
-            self.sidecars.add(key.sidecar)
-        if load:
-            self._load_sidecar(key.sidecar)
-            with self.lock:
-                if key in self.entries:
-                    self.counts["hits"] += 1
-                    return True, self.entries[key]
-        with self.lock:
-            self.counts["misses"] += 1
-        return False, None
+            found = key in self.entries
+            self.counts["hits" if found else "misses"] += 1
+            return found, self.entries.get(key)
 
     def should_build(self, key: IndexKey) -> bool:
         """Counts the touch; whether this one builds (the cache has room, and it is the
