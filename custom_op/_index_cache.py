@@ -1,4 +1,4 @@
-"""The process's cache of MCU-row indexes (issue 35): what lets epoch 2 and later decode a
+"""The process's cache of MCU-row indexes: what lets epoch 2 and later decode a
 crop from its first row with no preparation at all.
 
 A sample carries an :class:`IndexKey` (set by the dataset that read it: its sidecar's path,
@@ -14,9 +14,8 @@ persistent ends with its epoch and never touches a sample twice, so it never pay
 indexes it would not keep, while a persistent one builds in epoch 2 and gains from epoch 3
 (``lane_dataloader(persistent_workers=True)`` makes its workers build on the first). Only
 a window at most half the file's height builds: the index saves the rows above a window,
-which a small window leaves many of wherever it falls, while a tall one leaves few (the
-index bench measured a 256 x 256 crop of a 2560 x 1600 file 2.3x faster with its index,
-RandomResizedCrop(224) of the same files no faster, and a build at about one full decode).
+which a small window leaves many of wherever it falls, while a tall one leaves few, and a
+build costs about a full decode (``python -m bench index`` measures both).
 
 The bound: a byte budget, and once it is full nothing more is added (no eviction). Each
 epoch visits every sample once in a random order; with less room than the dataset needs,

@@ -1,4 +1,4 @@
-"""The sidecar file of MCU-row indexes (issue 35): one per folder of JPEGs, tar shard or
+"""The sidecar file of MCU-row indexes: one per folder of JPEGs, tar shard or
 parquet file, written by ``python -m custom_op.prepare --index-only SRC`` and read by the
 index cache (_index_cache.py). The JPEGs themselves are never touched.
 
