@@ -35,7 +35,8 @@ custom_op::DecodeOptions index_header_options() {
   return options;
 }
 
-// The serialized MCU-row index of the file (one entry per MCU row) as a
+// The serialized MCU index of the file (entries as dense as index_builder.h's
+// budget allows) as a
 // uint8 tensor, or an empty one when the file cannot be indexed: progressive
 // or arithmetic-coded, with restart markers, several scans, or entropy-coded
 // data that the index's own Huffman pass does not accept.
@@ -48,7 +49,7 @@ Tensor jpeg_index_kernel(Tensor data) {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, index_header_options());
     custom_op::JpegInfo info;
     status = decoder.read_header(&info);
-    indexable = status.ok() && decoder.build_index(/*rows_per_entry=*/1, &index);
+    indexable = status.ok() && decoder.build_index(/*mcus_per_entry=*/0, &index);
   } catch (...) {
     status = status_of_current_exception();
   }
