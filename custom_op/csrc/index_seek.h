@@ -229,20 +229,20 @@ inline uint64_t kept_bits(const Index& index, const IndexCut& cut) {
 
 // Whether skipping the MCUs outside `cut` saves more than the cut-out costs.
 // The ordinary decode Huffman-decodes every MCU up to the end of the last
-// kept row; the cut-out, the kept ones. The checksum of the whole file and
-// the copy of the kept data each cost a small fraction of what
-// Huffman-decoding as many bytes does, so the skipped data must be a
-// sixteenth of the file and an eighth of the kept data. The positions are
-// the index's claims, not yet checked against the file; they only decide
-// whether to try.
+// kept row; the cut-out, the kept ones, after a checksum of the whole file, a
+// shifted copy of the kept data and a second decoder's start. Those costs are
+// a small fraction of Huffman-decoding the same bytes, but Huffman decoding is
+// only part of a decode: the skipped data must be a sixteenth of the file and
+// a quarter of the kept data. The positions are the index's claims,
+// not yet checked against the file; they only decide whether to try.
 inline bool worth_cutting(const Index& index, const IndexCut& cut) {
   const uint64_t read = position_at(index, cut.row_end - 1, index.mcus_per_row);
   const uint64_t kept = kept_bits(index, cut);
   if (kept > read) {
     return false;  // Only a hostile index claims that.
   }
-  const uint64_t skipped = (read - kept) / 8;
-  return skipped * 16 >= index.file_size && skipped * 8 >= kept / 8;
+  const uint64_t skipped = read - kept;
+  return skipped / 8 * 16 >= index.file_size && skipped * 4 >= kept;
 }
 
 // Writes the kept rows' segments and the synthetic MCUs between them.
