@@ -37,17 +37,22 @@ class PredictorWalk {
       if (codes.length[s] != 0) {
         const int32_t lo = s == 0 ? 0 : 1 << (s - 1);
         const int32_t hi = s == 0 ? 0 : (1 << s) - 1;
-        intervals_.push_back({lo, hi});
+        intervals_[interval_count_++] = {lo, hi};
         if (s > 0) {
-          intervals_.push_back({-hi, -lo});
+          intervals_[interval_count_++] = {-hi, -lo};
         }
       }
     }
     zero_codable_ = codes.length[0] != 0;
     for (int tail = 1; tail <= 3 && tail <= blocks && !ok_; ++tail) {
-      std::vector<int32_t> head;
-      if (sum_of(target, tail, &head) && zeros_for(blocks - tail)) {
-        values_.insert(values_.begin(), head.begin(), head.end());
+      int32_t head[3];
+      if (sum_of(target, tail, head) && zeros_for(blocks - tail)) {
+        // The head first, then the zero-sum triple zeros_for may have set.
+        for (int i = value_count_ - 1; i >= 0; --i) {
+          values_[i + tail] = values_[i];
+        }
+        std::copy(head, head + tail, values_);
+        value_count_ += tail;
         ok_ = true;
       }
     }
@@ -57,7 +62,7 @@ class PredictorWalk {
 
   // The difference of the next block, in order.
   int32_t next() {
-    if (next_ < values_.size()) {
+    if (next_ < value_count_) {
       return values_[next_++];
     }
     if (zero_codable_) {
@@ -74,15 +79,15 @@ class PredictorWalk {
   };
 
   // `count` (1..3) codable values summing to `target`, into `out`.
-  bool sum_of(int32_t target, int count, std::vector<int32_t>* out) const {
-    const size_t n = intervals_.size();
-    size_t pick[3] = {0, 0, 0};
-    size_t combinations = 1;
+  bool sum_of(int32_t target, int count, int32_t* out) const {
+    const int n = interval_count_;
+    int pick[3] = {0, 0, 0};
+    int combinations = 1;
     for (int i = 0; i < count; ++i) {
       combinations *= n;
     }
-    for (size_t k = 0; k < combinations; ++k) {
-      size_t rest = k;
+    for (int k = 0; k < combinations; ++k) {
+      int rest = k;
       int32_t lo = 0;
       int32_t hi = 0;
       for (int i = 0; i < count; ++i) {
@@ -101,9 +106,8 @@ class PredictorWalk {
         for (int j = i + 1; j < count; ++j) {
           rest_hi += intervals_[pick[j]].hi;
         }
-        const int32_t value = std::max(intervals_[pick[i]].lo, remaining - rest_hi);
-        out->push_back(value);
-        remaining -= value;
+        out[i] = std::max(intervals_[pick[i]].lo, remaining - rest_hi);
+        remaining -= out[i];
       }
       return true;
     }
@@ -115,24 +119,27 @@ class PredictorWalk {
     if (count == 0 || zero_codable_) {
       return true;
     }
-    if (intervals_.empty()) {
+    if (interval_count_ == 0) {
       return false;
     }
     pair_value_ = intervals_[0].lo;
     if (count % 2 == 0) {
       return true;
     }
-    std::vector<int32_t> triple;
-    if (count < 3 || !sum_of(0, 3, &triple)) {
+    if (count < 3 || !sum_of(0, 3, values_)) {
       return false;
     }
-    values_ = triple;
+    value_count_ = 3;
     return true;
   }
 
-  std::vector<Interval> intervals_;
-  std::vector<int32_t> values_;
-  size_t next_ = 0;
+  // {0} and the two signs of categories 1..11: at most 23 intervals.
+  Interval intervals_[23] = {};
+  int interval_count_ = 0;
+  // A head of up to 3 values, then a zero-sum triple.
+  int32_t values_[6] = {};
+  int value_count_ = 0;
+  int next_ = 0;
   bool zero_codable_ = false;
   bool ok_ = false;
   int32_t pair_value_ = 0;
