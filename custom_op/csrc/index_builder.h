@@ -115,8 +115,6 @@ inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int6
 
   huffman::BitReader bits(data, size, scan.scan_data_offset);
   int32_t predictor[kMaxComponents] = {0, 0, 0, 0};
-  index->positions.reserve(static_cast<size_t>(index->entries()));
-  index->predictors.reserve(static_cast<size_t>(index->entries() * scan.components));
   for (int64_t row = 0; row < g.mcu_rows; ++row) {
     for (int64_t mcu = 0; mcu < g.mcus_per_row; ++mcu) {
       if (mcu % index->mcus_per_entry == 0) {
