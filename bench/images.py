@@ -70,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--cache", type=pathlib.Path, default=DEFAULT_CACHE,
                        help=f"where the files are kept and reused (default {DEFAULT_CACHE})")
     group.add_argument("--seed", type=int, default=0, help="seed of the images, windows and targets")
+    group.add_argument("--photos", type=pathlib.Path, default=None,
+                       help="a folder of your JPEGs, measured as they are, one set per size found "
+                            "(sub-folders are classes), in place of the real images of the lane, "
+                            "ray and index parts")
+    group.add_argument("--json", type=pathlib.Path, default=None,
+                       help="also write the lane, ray and index parts' headline figures to this "
+                            "file (merged)")
 
 
 def kinds(args: argparse.Namespace) -> tuple[str, ...]:

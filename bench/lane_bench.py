@@ -76,12 +76,6 @@ DEFAULT_SIZES = "375x500,533x800,1600x2560"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("batch lane")
-    group.add_argument("--photos", type=pathlib.Path, default=None,
-                       help="a folder of your JPEGs, measured as they are (sub-folders are "
-                            "classes) in place of the real rows' sizes (default: the "
-                            "wallpapers, fitted to --lane-sizes)")
-    group.add_argument("--json", type=pathlib.Path, default=None,
-                       help="also write {kind: {size: {row: images/s}}} to this file (merged)")
     group.add_argument("--lane-sizes", default=DEFAULT_SIZES,
                        help=f"HxW of the files, comma-separated (default {DEFAULT_SIZES})")
     group.add_argument("--lane-files", type=int, default=96,
