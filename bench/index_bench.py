@@ -22,6 +22,9 @@ warm-up per method and file (bench/timing.py), one call each:
   resized crop, indexed       the same with index=
   torchvision resized crop    decode_jpeg + resized_crop (antialiased)
 
+Then epochs of the threads lane with the index cache, sidecars or no index
+(bench/index_epochs.py, generated files only).
+
 Medians in ms; ratios are the full decode's (or torchvision's, or the
 unindexed call's) median over the method's. custom_op.index_stats() before and
 after says how many indexed calls fell back. Targets (issue 35): indexed crops
@@ -42,7 +45,7 @@ import torch
 from torchvision.transforms import v2
 
 import custom_op
-from bench import images, report, sampling, timing
+from bench import images, index_epochs, report, sampling, timing
 
 FULL = "custom_op full decode"
 TV_FULL = "torchvision full decode"
@@ -78,6 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="2560x1600 files (default 4)")
     group.add_argument("--index-windows", type=int, default=5,
                        help="windows per file (default 5)")
+    group.add_argument("--index-epoch-images", type=int, default=16,
+                       help="2560x1600 generated files of the threads lane's epochs with the "
+                            "index cache, sidecars or no index (bench/index_epochs.py; default "
+                            "16, 0 skips)")
+    group.add_argument("--index-rounds", type=int, default=2,
+                       help="rounds of the epochs part, the fastest kept (default 2)")
 
 
 def _methods(indexes: list[torch.Tensor]) -> dict[str, Callable[..., Any]]:
@@ -185,9 +194,13 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
                                       f">= {spec.rrc_target}x the unindexed call",
                             "required": spec.rrc_target, "measured": measured,
                             "holds": measured >= spec.rrc_target})
-    return {"config": {"images": source.kind, "seed": args.seed, "quality": args.quality,
-                       "subsampling": args.subsampling, "threads": torch.get_num_threads()},
-            "sets": sets, "targets": targets}
+    result = {"config": {"images": source.kind, "seed": args.seed, "quality": args.quality,
+                         "subsampling": args.subsampling, "threads": torch.get_num_threads()},
+              "sets": sets, "targets": targets}
+    if source.kind == "generated" and args.index_epoch_images > 0:
+        result["epochs"] = index_epochs.run_epochs(source, args.index_epoch_images,
+                                                   args.index_rounds, args.seed)
+    return result
 
 
 def format_table(result: dict[str, Any]) -> str:
@@ -220,6 +233,8 @@ def format_table(result: dict[str, Any]) -> str:
             rows.append([item["label"], "RRC, indexed / torchvision",
                          report.format_ratio(item["rrc224_indexed_vs_torchvision"])])
     lines += [report.markdown_table(["set", "ratio (speed-up)", "x"], rows, right=[False, False, True]), ""]
+    if "epochs" in result:
+        lines += index_epochs.format_epochs(result["epochs"])
     lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
 

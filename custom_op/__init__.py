@@ -20,6 +20,7 @@ from ._decode import (
 )
 from ._decode_batch import decode_and_crop_jpeg_batch
 from ._index import index_stats, jpeg_index
+from ._index_cache import configure_index_cache, index_cache_stats
 from ._restart_markers import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
@@ -50,9 +51,11 @@ def __dir__() -> list:
 
 
 __all__ = [
+    "configure_index_cache",
     "decode_and_crop_jpeg",
     "decode_and_crop_jpeg_batch",
     "decode_and_resized_crop_jpeg",
+    "index_cache_stats",
     "index_stats",
     "jpeg_index",
     "jpeg_size",

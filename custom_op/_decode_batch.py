@@ -14,6 +14,7 @@ from . import _orientation
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,
                          _as_size, _check_flags, _check_out, _normalize_mode)
 from ._core._errors import JpegDecodeError
+from ._index import as_index
 from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, SCALE_AUTO,
                       decode_and_crop_jpeg, decode_and_resized_crop_jpeg)
 
@@ -38,6 +39,7 @@ def decode_and_crop_jpeg_batch(
     apply_exif_orientation: bool = False,
     hflips: Optional[Sequence[bool]] = None,
     errors: str = "raise",
+    indexes: Optional[Sequence[Optional[JpegData]]] = None,
 ) -> Union[List[torch.Tensor], torch.Tensor, Tuple[Union[List[Optional[torch.Tensor]],
                                                          torch.Tensor], List[Optional[Exception]]]]:
     """Decodes one window of each of several JPEGs on a pool of C++ threads.
@@ -73,6 +75,11 @@ def decode_and_crop_jpeg_batch(
             ``failures`` a list holding, per image, None or the exception its
             decode raised (JpegDecodeError for bad data, ValueError for a
             window outside the image, MemoryError).
+        indexes: one MCU-row index per image (:func:`jpeg_index`'s bytes, or
+            None for an image without one), as ``index=`` of the single calls:
+            the rows above each window are skipped; an index that is not its
+            file's is refused and that image decoded the ordinary way, with
+            the same pixels.
 
     Returns:
         Without ``size``: a list of uint8 ``[C, h, w]`` tensors (views of HWC
@@ -97,14 +104,15 @@ def decode_and_crop_jpeg_batch(
         (torch.Size([2, 3, 32, 32]), ['NoneType', 'JpegDecodeError'])
     """
     arguments = (datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans,
-                 seek, contiguous, max_memory, out, apply_exif_orientation, hflips, errors)
+                 seek, contiguous, max_memory, out, apply_exif_orientation, hflips, errors,
+                 indexes)
     if torch.compiler.is_compiling():  # argument errors raised when the graph runs
         return _deferred_errors.checked_in_graph(lambda: _batch(*arguments), (1, 3, 1, 1))
     return _batch(*arguments)
 
 
 def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels, max_scans, seek,
-           contiguous, max_memory, out, apply_exif_orientation, hflips, errors):
+           contiguous, max_memory, out, apply_exif_orientation, hflips, errors, indexes):
     """decode_and_crop_jpeg_batch, its arguments checked here."""
     name = "decode_and_crop_jpeg_batch"
     if isinstance(datas, (bytes, bytearray, torch.Tensor)):
@@ -121,6 +129,7 @@ def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels,
         _as_int(name, "num_threads", num_threads, 1)
     out_size = (0, 0) if size is None else _as_size(name, size)
     flips = _as_flips(name, hflips, len(encoded))
+    index_tensors = _as_indexes(name, indexes, len(encoded))
     limits = dict(max_pixels=_as_limit(name, "max_pixels", max_pixels),
                   max_scans=_as_limit(name, "max_scans", max_scans),
                   max_memory=_as_limit(name, "max_memory", max_memory))
@@ -142,14 +151,14 @@ def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels,
         options = dict(mode=mode, strict=strict, seek=seek, contiguous=contiguous, **limits)
         results, failures = _batch_with_turned_files(
             encoded, flat, turned, None if size is None else out_size, antialias, threads, out,
-            options, flips)
+            options, flips, index_tensors)
     else:
         scales = [] if size is None else [SCALE_AUTO] * len(encoded)  # the kernel's rule
         results, failures = _C.decode_batch(
             encoded, flat, scales, out_size[0], out_size[1], mode_code, antialias, strict,
             limits["max_pixels"], limits["max_scans"], threads, seek, out,
             contiguous=contiguous, max_memory=limits["max_memory"], hflips=flips,
-            errors="return")
+            errors="return", indexes=index_tensors)
         results = _stacked(name, mode, results, out, size, out_size, channels, memory_format,
                            failures)
     if errors == "return":
@@ -206,7 +215,8 @@ def _as_flips(function: str, hflips: Optional[Sequence[bool]], count: int) -> li
 
 def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
                              size: Optional[Tuple[int, int]], antialias: bool, threads: int,
-                             out: Optional[torch.Tensor], options: dict, flips: list[int]):
+                             out: Optional[torch.Tensor], options: dict, flips: list[int],
+                             indexes: list):
     """decode_and_crop_jpeg_batch with apply_exif_orientation, when some files are turned: those
     go through the single calls (which turn them, custom_op/_orientation.py), the others through
     the pool, each result in its place, as ``(results, failures)``; a failure names the image's
@@ -225,18 +235,19 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
             options["max_pixels"], options["max_scans"], threads, options["seek"],
             contiguous=options["contiguous"], max_memory=options["max_memory"],
             hflips=[flips[i] for i in straight] if flips else (), errors="return",
-            indices=straight)
+            indices=straight, indexes=[indexes[i] for i in straight] if indexes else ())
         for index, result, failure in zip(straight, pooled, pooled_failures):
             results[index], failures[index] = (None, failure) if failure else (result, None)
     for index in turned:
         box = flat[4 * index:4 * index + 4]
+        file_index = indexes[index] if indexes else None
         try:
             if size is None:
                 result = decode_and_crop_jpeg(encoded[index], *box, apply_exif_orientation=True,
-                                              **options)
+                                              index=file_index, **options)
             else:
                 result = decode_and_resized_crop_jpeg(encoded[index], *box, size,
-                                                      antialias=antialias,
+                                                      antialias=antialias, index=file_index,
                                                       apply_exif_orientation=True, **options)
         except (JpegDecodeError, ValueError, MemoryError) as error:
             failures[index] = type(error)(f"{name}(): image {index}: {error}")
@@ -257,6 +268,22 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
         else:
             out[index].copy_(result)
     return out, failures
+
+
+def _as_indexes(function: str, indexes: Optional[Sequence[Optional[JpegData]]],
+                count: int) -> list[Optional[torch.Tensor]]:
+    """``indexes`` as the kernel's list (a uint8 tensor or None per image, or empty for none);
+    each checked as ``index=`` of the single calls is."""
+    if indexes is None:
+        return []
+    if isinstance(indexes, (bytes, bytearray, torch.Tensor)):
+        raise TypeError(f"{function}(): indexes must be a sequence of one index (or None) per "
+                        f"image, got one {type(indexes).__name__}")
+    checked = [as_index(function, index) for index in indexes]
+    if len(checked) != count:
+        raise ValueError(f"{function}(): indexes must hold one index (or None) per image "
+                         f"({count}), got {len(checked)}")
+    return checked
 
 
 def _check_one_channel_count(function: str, mode: str, results: list[torch.Tensor]) -> None:

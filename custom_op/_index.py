@@ -1,4 +1,4 @@
-"""The MCU-row index of a JPEG file (issue 35): building it, checking an ``index=`` argument,
+"""The MCU-row index of a JPEG file: building it, checking an ``index=`` argument,
 and the counts of how indexed decodes went.
 
 The index (custom_op/csrc/mcu_index.h) records where each MCU row of a

@@ -167,11 +167,11 @@ std::tuple<std::vector<Tensor>, Tensor, Tensor> batch_kernel(
     std::vector<Tensor> datas, std::vector<int64_t> boxes, std::vector<int64_t> scale_nums,
     int64_t out_height, int64_t out_width, int64_t mode, bool antialias, bool strict,
     int64_t max_pixels, int64_t max_scans, int64_t num_threads, bool seek, bool contiguous,
-    int64_t max_memory, std::vector<int64_t> hflips) {
+    int64_t max_memory, std::vector<int64_t> hflips, std::vector<Tensor> indexes) {
   const BatchRequest request{std::move(datas), std::move(boxes), std::move(scale_nums), out_height,
                              out_width, mode, antialias,
                              make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                             num_threads, contiguous, std::move(hflips)};
+                             num_threads, contiguous, std::move(hflips), std::move(indexes)};
   std::vector<Tensor> outputs;
   const std::vector<custom_op::Status> statuses = run_batch(request, std::nullopt, &outputs);
   auto [codes, messages] = outcome_tensors(statuses);
@@ -184,11 +184,11 @@ std::tuple<Tensor, Tensor> batch_into_kernel(
     std::vector<Tensor> datas, std::vector<int64_t> boxes, std::vector<int64_t> scale_nums,
     int64_t out_height, int64_t out_width, int64_t mode, bool antialias, bool strict,
     int64_t max_pixels, int64_t max_scans, int64_t num_threads, bool seek, Tensor out,
-    bool contiguous, int64_t max_memory, std::vector<int64_t> hflips) {
+    bool contiguous, int64_t max_memory, std::vector<int64_t> hflips, std::vector<Tensor> indexes) {
   const BatchRequest request{std::move(datas), std::move(boxes), std::move(scale_nums), out_height,
                              out_width, mode, antialias,
                              make_options(strict, max_pixels, max_scans, max_memory, true, seek),
-                             num_threads, contiguous, std::move(hflips)};
+                             num_threads, contiguous, std::move(hflips), std::move(indexes)};
   std::vector<Tensor> outputs;
   const std::vector<custom_op::Status> statuses = run_batch(request, out, &outputs);
   auto [codes, messages] = outcome_tensors(statuses);
@@ -301,12 +301,12 @@ CUSTOM_OP_LIBRARY(CUSTOM_OP_NAMESPACE, m) {
         "int max_scans, bool seek, bool contiguous, int max_memory) -> Tensor");
   m.def("_decode_batch(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
         "int out_width, int color_mode, bool antialias, bool strict, int max_pixels, "
-        "int max_scans, int num_threads, bool seek, bool contiguous, int max_memory, int[] hflips) "
-        "-> (Tensor[] images, Tensor codes, Tensor messages)");
+        "int max_scans, int num_threads, bool seek, bool contiguous, int max_memory, int[] hflips, "
+        "Tensor[] indexes) -> (Tensor[] images, Tensor codes, Tensor messages)");
   m.def("_decode_batch_into(Tensor[] datas, int[] boxes, int[] scale_nums, int out_height, "
         "int out_width, int color_mode, bool antialias, bool strict, int max_pixels, "
         "int max_scans, int num_threads, bool seek, Tensor(a!) out, bool contiguous, int max_memory, "
-        "int[] hflips) -> (Tensor codes, Tensor messages)");
+        "int[] hflips, Tensor[] indexes) -> (Tensor codes, Tensor messages)");
   m.def("_jpeg_size(Tensor data, int max_pixels) -> SymInt[]");
   m.def("_jpeg_sizes(Tensor[] datas, int max_pixels) -> SymInt[]");
   m.def("_restart_geometry(Tensor data) -> SymInt[]");

@@ -235,7 +235,8 @@ _BAD_ARGUMENTS = {
     "operator-float-data": lambda d: torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default(
         d.float(), 0, 0, 8, 8, 4, 4, 0, True, 0, True, *LIMITS, True, False, 1 << 28),
     "native-batch-bad-mode": lambda d: torch.ops.custom_op_jpeg._decode_batch.default(
-        [d], [0, 0, 8, 8], [], 0, 0, 7, True, True, *LIMITS, 1, True, False, 1 << 28, [])[0][0],
+        [d], [0, 0, 8, 8], [], 0, 0, 7, True, True, *LIMITS, 1, True, False, 1 << 28, [],
+        [])[0][0],
 }
 
 

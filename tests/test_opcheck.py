@@ -37,22 +37,25 @@ def files(corpus_by_id) -> dict[str, torch.Tensor]:
     return tensors
 
 
-def _batch_args(files, names, boxes, size, mode, contiguous, hflips):
-    """The arguments the batch operators share, before ``out`` (_decode_batch_into only)."""
+def _batch_args(files, names, boxes, size, mode, contiguous, hflips, indexes):
+    """The arguments the batch operators share, before ``out`` (_decode_batch_into only).
+    ``indexes`` names a file's index per image, or "" for none (an empty tensor)."""
     datas = [files[name] for name in names]
     flat = [value for box in boxes for value in box]
     scales = [0] * len(datas) if size else []
+    index_tensors = [files[name] if name else torch.empty(0, dtype=torch.uint8)
+                     for name in indexes]
     return ([datas, flat, scales, *(size or (0, 0)), mode, True, True, *LIMITS, 2, True],
-            [contiguous, MEMORY, hflips])
+            [contiguous, MEMORY, hflips, index_tensors])
 
 
-def _batch(files, names, boxes, size, mode, contiguous, hflips=()):
-    head, tail = _batch_args(files, names, boxes, size, mode, contiguous, list(hflips))
+def _batch(files, names, boxes, size, mode, contiguous, hflips=(), indexes=()):
+    head, tail = _batch_args(files, names, boxes, size, mode, contiguous, list(hflips), indexes)
     return (*head, *tail)
 
 
-def _batch_into(files, names, boxes, size, mode, contiguous, hflips=()):
-    head, tail = _batch_args(files, names, boxes, size, mode, contiguous, list(hflips))
+def _batch_into(files, names, boxes, size, mode, contiguous, hflips=(), indexes=()):
+    head, tail = _batch_args(files, names, boxes, size, mode, contiguous, list(hflips), indexes)
     channels = 3 if mode == RGB else 1
     out = torch.empty((len(names), channels, *size), dtype=torch.uint8,
                       memory_format=torch.contiguous_format if contiguous else torch.channels_last)
@@ -114,6 +117,10 @@ CASES = {
                                      False),
         "window-outside": lambda f: _batch(f, ["rgb", "gray"], [(3, 5, 40, 60)] * 2, (8, 8), GRAY,
                                            True),
+        "indexed": lambda f: _batch(f, ["baseline", "rgb"], [(150, 5, 40, 50)] * 2, None, RGB,
+                                    False, indexes=["index", ""]),
+        "foreign-index": lambda f: _batch(f, ["gray", "baseline"], [(3, 2, 4, 8), (150, 5, 40, 50)],
+                                          (8, 8), RGB, True, indexes=["index", "index"]),
     },
     "_decode_batch_into": {
         **{f"{mode}-{layout}": (lambda f, m=code, c=contiguous: _batch_into(
@@ -125,6 +132,8 @@ CASES = {
                                         RGB, False, [0, 1]),
         "bad-file": lambda f: _batch_into(f, ["truncated", "rgb"], [(3, 5, 40, 60)] * 2, (8, 8),
                                           RGB, True),
+        "indexed": lambda f: _batch_into(f, ["rgb", "baseline"], [(3, 5, 40, 60), (150, 5, 40, 50)],
+                                         (16, 16), RGB, False, indexes=["", "index"]),
     },
     "_jpeg_size": {name: (lambda f, n=name: (f[n], LIMITS[0])) for name in ("rgb", "gray", "cmyk")},
     "_jpeg_sizes": {"three": lambda f: ([f["rgb"], f["gray"], f["cmyk"]], LIMITS[0]),

@@ -23,6 +23,7 @@ KINDS = {"decode_and_crop_jpeg": "function", "decode_and_crop_jpeg_batch": "func
          "decode_and_resized_crop_jpeg": "function", "jpeg_size": "function",
          "libjpeg_version": "function", "prepare_jpeg": "function", "seekable": "function",
          "jpeg_index": "function", "index_stats": "function",
+         "configure_index_cache": "function", "index_cache_stats": "function",
          "JpegDecodeError": "class", "EncodedJpeg": "class", "DecodeOptions": "class",
          "JpegFolder": "class", "CocoJpegDetection": "class", "transforms": "module",
          "datasets": "module"}

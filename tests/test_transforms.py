@@ -311,7 +311,9 @@ def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypa
     torch.manual_seed(3)
     transform(data)
     window = (params["top"], params["left"], params["height"], params["width"])
-    assert calls == [((*window, (7, 9)), {"antialias": False, "mode": "gray", "strict": False,
+    # index: None, as no dataset named this file for the index cache (custom_op/_index_cache.py).
+    assert calls == [((*window, (7, 9)), {"antialias": False, "index": None, "mode": "gray",
+                                          "strict": False,
                                           "seek": False, "contiguous": False,
                                           "max_pixels": 10**6, "max_scans": 9,
                                           "max_memory": 5 << 20,

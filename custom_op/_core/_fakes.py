@@ -169,12 +169,16 @@ def _grid_crop_fake(data, grid_height, grid_width, crop_y, crop_x, crop_height, 
 
 
 def _check_batch(datas, boxes, scale_nums, out_height, out_width, mode, antialias, max_pixels,
-                 max_scans, max_memory, hflips) -> None:
+                 max_scans, max_memory, hflips, indexes) -> None:
     """What run_batch (binding/batch.h) checks before it decodes anything."""
     count = len(datas)
     resize = out_height > 0
     _check_value(len(boxes) == 4 * count and (not resize or len(scale_nums) == count)
-                       and (not hflips or len(hflips) == count), lambda: _LENGTHS)
+                 and (not hflips or len(hflips) == count)
+                 and (not indexes or len(indexes) == count), lambda: _LENGTHS)
+    for index in indexes or ():
+        if index.numel() > 0:  # an empty tensor stands for "no index" and is not read
+            check_index(_BATCH, index)
     for index, data in enumerate(datas):
         check_data(_BATCH, data)
         if resize:
@@ -190,9 +194,10 @@ def _outcomes(datas) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _batch_fake(datas, boxes, scale_nums, out_height, out_width, mode, antialias, strict,
-                max_pixels, max_scans, num_threads, seek, contiguous, max_memory, hflips):
+                max_pixels, max_scans, num_threads, seek, contiguous, max_memory, hflips,
+                indexes):
     _check_batch(datas, boxes, scale_nums, out_height, out_width, mode, antialias, max_pixels,
-                 max_scans, max_memory, hflips)
+                 max_scans, max_memory, hflips, indexes)
     images = []
     for index, data in enumerate(datas):
         height, width = (out_height, out_width) if out_height > 0 else \
@@ -203,9 +208,9 @@ def _batch_fake(datas, boxes, scale_nums, out_height, out_width, mode, antialias
 
 def _batch_into_fake(datas, boxes, scale_nums, out_height, out_width, mode, antialias, strict,
                      max_pixels, max_scans, num_threads, seek, out, contiguous, max_memory,
-                     hflips):
+                     hflips, indexes):
     _check_batch(datas, boxes, scale_nums, out_height, out_width, mode, antialias, max_pixels,
-                 max_scans, max_memory, hflips)
+                 max_scans, max_memory, hflips, indexes)
     memory_format = torch.contiguous_format if contiguous else torch.channels_last
     _check_value(
         out.dtype == torch.uint8 and out.device.type == "cpu" and out.dim() == 4

@@ -34,6 +34,8 @@ from ._errors import translate
 #: The core's default max_memory (csrc/limits.h), for this module's defaults. The module's
 #: DEFAULT_MAX_MEMORY and build_key attributes are the native module's own (__getattr__).
 _DEFAULT_MAX_MEMORY = 256 << 20
+#: What the batch operators take for an image without an MCU-row index.
+_NO_INDEX = torch.empty(0, dtype=torch.uint8)
 
 Buffer = Union[torch.Tensor, bytes, bytearray, memoryview]
 
@@ -204,9 +206,11 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
                  max_pixels: int, max_scans: int, num_threads: int, seek: bool = True,
                  out: Optional[torch.Tensor] = None, contiguous: bool = False,
                  max_memory: int = _DEFAULT_MAX_MEMORY, hflips: Sequence[int] = (),
-                 errors: str = "raise", indices: Optional[Sequence[int]] = None):
+                 errors: str = "raise", indices: Optional[Sequence[int]] = None,
+                 indexes: Sequence[Optional[torch.Tensor]] = ()):
     """The batch on the extension's threads; ``scale_nums`` may hold 0 (the rule chooses);
-    ``hflips`` is empty or one 0/1 per image.
+    ``hflips`` is empty or one 0/1 per image; ``indexes`` is empty or one MCU-row index
+    tensor (or None) per image.
 
     Returns the per-image results (slices of ``out`` when given). Every image is decoded once,
     whatever the others do: with ``errors="raise"`` the first failed image's exception is then
@@ -218,12 +222,14 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
         return ([], []) if errors == "return" else []
     arguments = (tensors, list(boxes), list(scale_nums), out_height, out_width, mode, antialias,
                  strict, max_pixels, max_scans, num_threads, seek)
+    # The operator takes an empty tensor for an image without an index (binding/batch.h).
+    index_list = [_NO_INDEX if index is None else index for index in indexes]
     if out is None:
         images, codes, messages = call("_decode_batch", *arguments, contiguous, max_memory,
-                                       list(hflips))
+                                       list(hflips), index_list)
     else:
         codes, messages = call("_decode_batch_into", *arguments, out, contiguous, max_memory,
-                               list(hflips))
+                               list(hflips), index_list)
         images = list(out.unbind(0))
     failures = batch_failures(codes, messages, range(len(tensors)) if indices is None else indices)
     if errors == "return":

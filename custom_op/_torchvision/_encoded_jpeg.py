@@ -1,26 +1,24 @@
 """EncodedJpeg: a JPEG file that torchvision's v2 transforms decode only as far as they need.
 
-An EncodedJpeg holds the encoded bytes (a 1-D uint8 tensor), the image's size
-read from the header, and the options its decodes use. It is a subclass of
-``torchvision.tv_tensors.Image``, because that is how torchvision's v2
-transforms recognise the image of a sample: ``query_size`` and ``query_chw``
-look for ``tv_tensors.Image`` instances and then ask the ``get_size`` /
-``get_dimensions`` kernels, which are looked up along the class's MRO. The
-kernels registered for EncodedJpeg (custom_op/_torchvision/_tv_kernels.py, registered by
-the package's __init__, which Python runs before this module, so importing this module or
-unpickling an EncodedJpeg always registers them) answer from the
-header and decode only the window for crops and resizes; every other
-functional gets the full decode first. Without a kernel of its own, a subclass
+An EncodedJpeg holds the encoded bytes (a 1-D uint8 tensor), the image's size read from the
+header, and the options its decodes use. It is a subclass of
+``torchvision.tv_tensors.Image``, because that is how torchvision's v2 transforms recognise
+the image of a sample: ``query_size`` and ``query_chw`` look for ``tv_tensors.Image``
+instances and then ask the ``get_size`` / ``get_dimensions`` kernels, which are looked up
+along the class's MRO. The kernels registered for EncodedJpeg
+(custom_op/_torchvision/_tv_kernels.py, registered by the package's __init__, which Python
+runs before this module, so importing this module or unpickling an EncodedJpeg always
+registers them) answer from the header and decode only the window for crops and resizes;
+every other functional gets the full decode first. Without a kernel of its own, a subclass
 of Image would reach torchvision's Image kernels with a 1-D byte tensor.
 
-Only what holds the bytes and the options lives here; what each functional
-does with them is in _tv_kernels.py.
+Only what holds the bytes and the options lives here; what each functional does with them
+is in _tv_kernels.py.
 """
-
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 from torchvision import tv_tensors
@@ -29,6 +27,7 @@ from .. import _orientation
 from .._arguments import JpegData, _as_encoded
 from .._core import _native
 from .._decode import decode_and_crop_jpeg
+from .._index_cache import IndexKey, index_for
 from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
@@ -197,48 +196,37 @@ class EncodedJpeg(tv_tensors.Image):
         mode: ``"rgb"`` (default), ``"gray"`` or ``"unchanged"`` (any case), or
             ``torchvision.io.ImageReadMode.RGB``, ``GRAY`` or ``UNCHANGED``:
             see :func:`custom_op.decode_and_crop_jpeg`.
-        strict: As for :func:`custom_op.decode_and_crop_jpeg`; True by
-            default: damaged data raises JpegDecodeError naming ``source``.
-            Pillow (ImageFolder, timm) also raises on a truncated file, but
-            decodes other corrupt entropy data silently, and torchvision's
-            decode_jpeg decodes both with a warning; ``strict=False`` gives
-            that (damaged blocks gray). In a dataset, ``on_error=
-            "substitute"`` keeps an epoch going instead, logging each file
+        strict: As for :func:`custom_op.decode_and_crop_jpeg`; True by default: damaged data raises
+            JpegDecodeError naming ``source``. Pillow (ImageFolder, timm) also raises on a truncated
+            file, but decodes other corrupt entropy data silently, and torchvision's decode_jpeg
+            decodes both with a warning; ``strict=False`` gives that (damaged blocks gray). In a
+            dataset, ``on_error= "substitute"`` keeps an epoch going instead, logging each file
             replaced (docs/torchvision.md, Decode options).
         seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
-        contiguous: If False (the default, as for the decode functions),
-            decoded images have the memory layout torchvision's pipeline on
-            ``torchvision.io.decode_jpeg``'s output has (CHW views of HWC
-            memory): operations that follow the layout (``randn_like``,
-            ``v2.GaussianNoise``) then draw the same numbers for the same
-            seed, and ATen's uint8 resizes take their channels-last path
-            (contiguous CHW uint8 to 1 x 1 hits an ATen internal assert).
-            If True, contiguous CHW planes: the DataLoader's collate stacks
-            them with plain copies, faster end to end (docs/design.md,
-            Output layout), but a layout-following random op then draws
-            different pixels than the decoded pipeline.
-        exact: If True, resizes never use DCT scaling: the window is decoded
-            at full scale and resized by torchvision's own kernel, so the
-            pixels equal torchvision's on a full decode at every size. If
-            False (default), antialiased bilinear resizes to at most half
-            the window decode at 1/2, 1/4 or 1/8 scale: faster, but not
-            torchvision's pixels. Worst case measured by
-            bench/worst_error.py on real and generated photos:
-            RandomResizedCrop(224) 58 levels (31.5 dB PSNR), Resize(256) +
-            CenterCrop(224) 74 levels (30.2 dB). For evaluation, use exact
-            (``evaluation_transform`` does by default).
-        apply_exif_orientation: If True, the image is the displayed one: the
-            file's EXIF orientation (1 to 8) turns it, ``canvas_size`` is the
-            displayed size, and every window and random draw of the
-            transforms is in displayed coordinates; only the matching window
-            of the stored image is decoded, and crops equal decode-then-turn
-            bit for bit. False (the default, as torchvision's
-            ``decode_jpeg`` and Pillow's ``Image.open``, which ImageFolder
-            uses): the image as stored. The Hugging Face helpers turn it on,
-            as ``datasets``' ``Image()`` applies ``exif_transpose``. A resize
-            still pending when a crop comes (``Resize`` + ``CenterCrop``) of
-            a turned file is computed on the whole image.
+        contiguous: If False (the default, as for the decode functions), decoded images have the
+            memory layout torchvision's pipeline on ``torchvision.io.decode_jpeg``'s output has (CHW
+            views of HWC memory): operations that follow the layout (``randn_like``,
+            ``v2.GaussianNoise``) then draw the same numbers for the same seed, and ATen's uint8
+            resizes take their channels-last path (contiguous CHW uint8 to 1 x 1 hits an ATen
+            internal assert). If True, contiguous CHW planes: the DataLoader's collate stacks them
+            with plain copies, faster end to end (docs/design.md, Output layout), but a
+            layout-following random op then draws different pixels than the decoded pipeline.
+        exact: If True, resizes never use DCT scaling: the window is decoded at full scale and
+            resized by torchvision's own kernel, so the pixels equal torchvision's on a full decode
+            at every size. If False (default), antialiased bilinear resizes to at most half the
+            window decode at 1/2, 1/4 or 1/8 scale: faster, but not torchvision's pixels. Worst case
+            measured by bench/worst_error.py on real and generated photos: RandomResizedCrop(224) 58
+            levels (31.5 dB PSNR), Resize(256) + CenterCrop(224) 74 levels (30.2 dB). For
+            evaluation, use exact (``evaluation_transform`` does by default).
+        apply_exif_orientation: If True, the image is the displayed one: the file's EXIF orientation
+            (1 to 8) turns it, ``canvas_size`` is the displayed size, and every window and random
+            draw of the transforms is in displayed coordinates; only the matching window of the
+            stored image is decoded, and crops equal decode-then-turn bit for bit. False (the
+            default, as torchvision's ``decode_jpeg`` and Pillow's ``Image.open``, which ImageFolder
+            uses): the image as stored. The Hugging Face helpers turn it on, as ``datasets``'
+            ``Image()`` applies ``exif_transpose``. A resize still pending when a crop comes
+            (``Resize`` + ``CenterCrop``) of a turned file is computed on the whole image.
         source: Where the bytes came from (a path, a tar member), or None.
             Decode errors then start with it, so a bad file deep in a
             DataLoader names itself.
@@ -255,6 +243,8 @@ class EncodedJpeg(tv_tensors.Image):
             "gray", the file's own count for "unchanged").
         options: The :class:`DecodeOptions` above.
         source: As given.
+        index_key: What names the file's bytes for the MCU-row index cache (set by
+            custom_op's datasets), the index itself, or None: crops use no index.
 
     Raises:
         TypeError, ValueError: ``data`` or an option is of the wrong type or
@@ -279,6 +269,7 @@ class EncodedJpeg(tv_tensors.Image):
     options: DecodeOptions
     source: Optional[str]
     orientation: int
+    index_key: Union[IndexKey, bytes, None]
 
     def __new__(cls, data: JpegData, *, source: Optional[str] = None,
                 **decode_options: Any) -> "EncodedJpeg":
@@ -312,7 +303,8 @@ class EncodedJpeg(tv_tensors.Image):
 
     @classmethod
     def from_header(cls, tensor: torch.Tensor, header: tuple[int, int, int],
-                    options: DecodeOptions, *, source: Optional[str] = None) -> "EncodedJpeg":
+                    options: DecodeOptions, *, source: Optional[str] = None,
+                    index_key: Union[IndexKey, bytes, None] = None) -> "EncodedJpeg":
         """An EncodedJpeg of the 1-D uint8 ``tensor`` whose header (height, width,
         channels) was already read with ``options.max_pixels``, as :meth:`with_options`
         would make it, for loaders that read a batch's headers in one call. Not for
@@ -322,7 +314,7 @@ class EncodedJpeg(tv_tensors.Image):
                              "use with_options")
         height, width, stored_channels = header
         return cls._wrap(tensor, canvas_size=(height, width), stored_channels=stored_channels,
-                         options=options, source=source)
+                         options=options, source=source, index_key=index_key)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Everything happens in __new__; torch.Tensor.__init__ takes no options.
@@ -331,10 +323,10 @@ class EncodedJpeg(tv_tensors.Image):
     @classmethod
     def _wrap(cls, tensor: torch.Tensor, *, canvas_size: tuple[int, int], stored_channels: int,
               options: DecodeOptions, source: Optional[str],
-              pending_resize: Optional[PendingResize] = None,
-              orientation: int = 1) -> "EncodedJpeg":
+              pending_resize: Optional[PendingResize] = None, orientation: int = 1,
+              index_key: Union[IndexKey, bytes, None] = None) -> "EncodedJpeg":
         encoded = tensor.as_subclass(cls)
-        encoded.orientation = orientation
+        encoded.orientation, encoded.index_key = orientation, index_key
         # canvas_size is the size torchvision sees: the resized one while a resize is pending.
         encoded.file_size = canvas_size
         encoded.pending_resize = pending_resize
@@ -353,7 +345,7 @@ class EncodedJpeg(tv_tensors.Image):
                          options=kwargs.get("options", like.options),
                          source=kwargs.get("source", like.source),
                          pending_resize=kwargs.get("pending_resize", like.pending_resize),
-                         orientation=like.orientation)
+                         orientation=like.orientation, index_key=like.index_key)
 
     def encoded_bytes(self) -> torch.Tensor:
         """The file's bytes: a plain 1-D uint8 tensor sharing this one's memory.
@@ -488,8 +480,13 @@ class EncodedJpeg(tv_tensors.Image):
             arguments["contiguous"] = contiguous
         with self.errors_named():
             pixels = decode_and_crop_jpeg(self.encoded_bytes(), crop_y, crop_x, crop_height,
-                                          crop_width, **arguments)
+                                          crop_width, index=self.window_index(crop_height),
+                                          **arguments)
         return tv_tensors.Image(pixels)
+
+    def window_index(self, crop_height: int) -> Optional[bytes]:
+        """The MCU-row index for a window of ``crop_height`` file rows (_index_cache.py), or None."""
+        return index_for(self.index_key, self.encoded_bytes(), crop_height, self.file_size[0])
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
         source = "" if self.source is None else f"source={self.source!r}, "

@@ -36,6 +36,7 @@ from torchvision.transforms.v2 import functional as F
 
 from .._core import _native as _C
 from .._decode import choose_scale, decode_and_resized_crop_jpeg
+from .._index import as_index
 
 if TYPE_CHECKING:
     from ._encoded_jpeg import EncodedJpeg
@@ -110,7 +111,8 @@ def resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wid
     with encoded.errors_named():
         pixels = _C.decode_and_resized_crop_jpeg(
             encoded.encoded_bytes(), top, left, height, width, size[0], size[1], scale,
-            antialias, **_native_arguments(encoded))
+            antialias, **_native_arguments(encoded),
+            index=as_index("decode_and_resized_crop_jpeg", encoded.window_index(height)))
     return tv_tensors.Image(pixels)
 
 

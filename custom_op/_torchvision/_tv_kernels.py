@@ -67,6 +67,7 @@ def _resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wi
         with encoded.errors_named():
             pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left,
                                                   height, width, size, antialias=antialias,
+                                                  index=encoded.window_index(height),
                                                   **encoded.options.decode_arguments())
         return tv_tensors.Image(pixels)
     return resized_window(encoded, top, left, height, width, size, interpolation, antialias)

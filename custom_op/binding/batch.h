@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "binding/errors.h"
+#include "binding/index_kernels.h"
 #include "binding/stable_tensors.h"
 #include "binding/thread_pool.h"
 #include "binding/window_decode.h"
@@ -43,6 +44,10 @@ struct BatchRequest {
   int64_t num_threads;
   bool contiguous;
   std::vector<int64_t> hflips;
+  // Empty, or one MCU-row index per image (custom_op.jpeg_index's bytes), an
+  // empty tensor for an image without one: a list of tensors crosses the
+  // stable ABI on every supported torch, a list of optional ones is newer.
+  std::vector<Tensor> indexes;
 };
 
 // The decoded [C, H, W] `image` mirrored left to right in place (a new
@@ -100,7 +105,9 @@ std::pair<Tensor, Tensor> outcome_tensors(const std::vector<custom_op::Status>& 
 // caller's stacked N x C x H x W tensor), else into `outputs` (new tensors,
 // or a placeholder for an image that failed). Scale numerators may be
 // kScaleAuto. `hflips` is empty, or one 0/1 per image: 1 mirrors that image
-// left to right after its decode, on the thread that decoded it. Throws only
+// left to right after its decode, on the thread that decoded it. An image's
+// index is used as the single calls use theirs (refused by its checksum when
+// it is not this file's: the ordinary decode, the same pixels). Throws only
 // for arguments that no image could be decoded with; a failing image is
 // kept in its Status, and its slice of `out` is zeroed.
 std::vector<custom_op::Status> run_batch(const BatchRequest& request, const std::optional<Tensor>& out,
@@ -108,13 +115,15 @@ std::vector<custom_op::Status> run_batch(const BatchRequest& request, const std:
   const size_t count = request.datas.size();
   const bool resize = request.out_height > 0;
   if (request.boxes.size() != 4 * count || (resize && request.scale_nums.size() != count) ||
-      (!request.hflips.empty() && request.hflips.size() != count)) {
+      (!request.hflips.empty() && request.hflips.size() != count) ||
+      (!request.indexes.empty() && request.indexes.size() != count)) {
     throw_value_error("boxes must hold 4 numbers per image, hflips one per image or none "
                       "(this is a bug in custom_op)");
   }
   std::vector<custom_op::Window> windows;
   std::vector<ResizeRequest> resizes;
   std::vector<ByteSpan> inputs;
+  std::vector<custom_op::DecodeOptions> options(count, request.options);
   const std::vector<int64_t>& boxes = request.boxes;
   for (size_t i = 0; i < count; ++i) {
     windows.push_back({boxes[4 * i], boxes[4 * i + 1], boxes[4 * i + 2], boxes[4 * i + 3]});
@@ -123,6 +132,9 @@ std::vector<custom_op::Status> run_batch(const BatchRequest& request, const std:
                                     request.scale_nums[i], request.antialias));
     }
     inputs.push_back(span_of_tensor(request.datas[i]));
+    if (!request.indexes.empty() && request.indexes[i].numel() > 0) {
+      options[i] = with_index(request.options, request.indexes[i]);
+    }
   }
   const custom_op::ColorMode color_mode = to_mode(request.mode);
   const custom_op::PixelOrder order = pixel_order(request.contiguous);
@@ -132,7 +144,7 @@ std::vector<custom_op::Status> run_batch(const BatchRequest& request, const std:
   std::vector<custom_op::Status> statuses(count);
   run_in_parallel(count, request.num_threads, [&](size_t i) {
     try {
-      statuses[i] = decode_one(inputs[i], request.options, color_mode, order, windows[i],
+      statuses[i] = decode_one(inputs[i], options[i], color_mode, order, windows[i],
                                resize ? &resizes[i] : nullptr, slices[i], &(*outputs)[i]);
       if (statuses[i].ok() && !request.hflips.empty() && request.hflips[i] != 0) {
         mirror_output((*outputs)[i], order);

@@ -21,8 +21,8 @@ constexpr int kScaleNumerators[] = {1, 2, 4};
 //
 // Only antialiased resizes scale: a DCT-scaled decode averages blocks, close
 // to what a widened (antialiased) filter does, but far from plain bilinear
-// interpolation, which samples single pixels (issue 24 item 5 measured 21 dB
-// against torchvision for scaled decodes without antialias). The window may
+// interpolation, which samples single pixels: a scaled decode would then be
+// far from torchvision's non-antialiased pixels. The window may
 // have fractional sides (a resize grid's rectangle mapped back to the file).
 inline int choose_scale_num(double crop_height, double crop_width, int64_t out_height,
                             int64_t out_width, bool antialias) {

@@ -9,7 +9,8 @@
 - :func:`load_sample`: what both read a file into.
 - :class:`HfImageTransform`, :func:`hf_image`: Hugging Face ``datasets``
   rows of an ``Image(decode=False)`` column as EncodedJpegs, for
-  ``set_transform`` and ``IterableDataset.map`` (docs/huggingface.md).
+  ``set_transform`` and ``IterableDataset.map`` (docs/huggingface.md);
+  :func:`add_index_column`: their MCU-row indexes as a column (docs/batch_lane.md).
 - :class:`TarSamples`: the webdataset pipeline stage that reads tar shards
   into samples (in place of ``wds.tarfile_to_samples()``), faster.
 - :class:`BatchLane`: whole batches (indices in, one uint8 [B, C, H, W]
@@ -36,6 +37,7 @@ from ._batch_lane import BatchLane  # noqa: E402 (after the check that names the
 from ._coco import CocoJpegDetection
 from ._folder import IMG_EXTENSIONS, ON_ERROR_POLICIES, JpegFolder
 from ._huggingface import HfImageTransform, hf_image
+from ._hf_index import add_index_column
 from ._lane_loaders import lane_dataloader, lane_threads
 from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
@@ -48,6 +50,6 @@ from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
            "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "LitJpegs", "MdsJpegs",
-           "ON_ERROR_POLICIES", "ShardLoader", "ShardSet", "TarSamples", "hf_image", "lane_dataloader",
-           "lane_map_batches", "lane_map_epochs", "lane_threads", "load_sample",
+           "ON_ERROR_POLICIES", "ShardLoader", "ShardSet", "TarSamples", "add_index_column", "hf_image",
+           "lane_dataloader", "lane_map_batches", "lane_map_epochs", "lane_threads", "load_sample",
            "shard_loader"]

@@ -334,11 +334,14 @@ class BatchLane:
                  for i in fused]
         arguments = {**options.decode_arguments(), "contiguous": True}
         datas = [samples[i].image.encoded_bytes() for i in fused]
+        # Each sample's index from the cache, a sidecar, or built now (custom_op/_index_cache.py).
+        indexes = [samples[i].image.window_index(windows[i]["height"]) for i in fused]
         whole = len(fused) == len(samples)
         decoded, errors = decode_and_crop_jpeg_batch(
             datas, boxes, size=self._size(), antialias=bool(self.crop.antialias),
             num_threads=num_threads or self.num_threads, out=images if whole else None,
-            hflips=[plan.flips[i] for i in fused], errors="return", **arguments)
+            hflips=[plan.flips[i] for i in fused], errors="return", indexes=indexes,
+            **arguments)
         if not whole:
             images[fused] = decoded
         for index, error in zip(fused, errors):

@@ -84,7 +84,8 @@ HF_OPTIONS = hf_decode_options("hf_image")
 
 
 def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
-             source: Optional[str] = None) -> Union[EncodedJpeg, tv_tensors.Image]:
+             source: Optional[str] = None,
+             index: Optional[bytes] = None) -> Union[EncodedJpeg, tv_tensors.Image]:
     """Turns one row's image of an ``Image(decode=False)`` column into what v2 transforms crop.
 
     Args:
@@ -98,6 +99,8 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
             as ``datasets``' ``Image()`` does; the other fields are
             DecodeOptions' defaults.
         source: The name used in error messages; default the row's ``path``.
+        index: The row's MCU-row index (its :func:`add_index_column` column),
+            which the JPEG's crops then use; None: no index.
 
     Returns:
         An :class:`custom_op.EncodedJpeg` (header read, nothing decoded) when
@@ -126,7 +129,9 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
     """
     raw, name = _bytes_and_source(value, source, options.max_memory)
     if raw.startswith(JPEG_SIGNATURE):
-        return EncodedJpeg.with_options(raw, options, source=name)
+        image = EncodedJpeg.with_options(raw, options, source=name)
+        image.index_key = bytes(index) if index else None
+        return image
     return _decode_other_format(raw, name, options.mode)
 
 
@@ -146,6 +151,8 @@ class HfImageTransform:
             image alone. Keep its output uint8 and normalise on the device
             (:class:`custom_op.transforms.NormalizeBatch`).
         column: The image column.
+        index_column: The column of MCU-row indexes :func:`add_index_column`
+            added, if any: each row's crop then skips the rows above it.
         on_error: ``"raise"`` (the default): a row that cannot be decoded
             raises JpegDecodeError naming its ``path``, which stops the
             epoch (validate with ``python -m custom_op.prepare SRC DST
@@ -182,15 +189,15 @@ class HfImageTransform:
     """
 
     def __init__(self, transform: Optional[Callable[[Any], Any]] = None, *,
-                 column: str = "image", on_error: str = "raise",
-                 **decode_options: Any) -> None:
+                 column: str = "image", index_column: Optional[str] = None,
+                 on_error: str = "raise", **decode_options: Any) -> None:
         if on_error not in ON_ERROR_POLICIES:
             raise ValueError(f"HfImageTransform: on_error must be one of {ON_ERROR_POLICIES}, "
                              f"got {on_error!r}")
         if not isinstance(column, str):
             raise TypeError(f"HfImageTransform: column must be a str, got {column!r}")
         self.transform = transform
-        self.column = column
+        self.column, self.index_column = column, index_column
         self.on_error = on_error
         self.options = hf_decode_options("HfImageTransform", **decode_options)
         self.substitutions = 0
@@ -199,9 +206,9 @@ class HfImageTransform:
         return (f"HfImageTransform({self.transform!r}, column={self.column!r}, "
                 f"on_error={self.on_error!r})")
 
-    def image(self, value: HfImageValue) -> Any:
+    def image(self, value: HfImageValue, index: Optional[bytes] = None) -> Any:
         """One row's image through hf_image and the transform, decoded if still encoded."""
-        image = hf_image(value, self.options)
+        image = hf_image(value, self.options, index=index)
         if self.transform is not None:
             image = self.transform(image)
         return decode_remaining(image)
@@ -211,13 +218,15 @@ class HfImageTransform:
             raise ValueError(f"HfImageTransform: no column {self.column!r} in the rows; their "
                              f"columns are {sorted(rows)}")
         values = rows[self.column]
+        indexes = rows.get(self.index_column) if self.index_column is not None else None
         if not isinstance(values, list):  # a single row (IterableDataset.map, unbatched)
-            return {**rows, self.column: self.image(values)}
+            return {**rows, self.column: self.image(values, indexes)}
+        indexes = indexes if indexes is not None else [None] * len(values)
         images: list[Any] = [None] * len(values)
         failures: dict[int, JpegDecodeError] = {}
         for index, value in enumerate(values):
             try:
-                images[index] = self.image(value)
+                images[index] = self.image(value, indexes[index])
             except JpegDecodeError as error:
                 if self.on_error == "raise":
                     raise
@@ -247,11 +256,11 @@ class HfImageTransform:
 
 
 def encoded_lane_sample(value: Any, options: DecodeOptions, label: Any, name: str,
-                        key: Any) -> LaneSample:
+                        key: Any, index: Optional[bytes] = None) -> LaneSample:
     """A stored image (bytes, or a ``{"bytes", "path"}`` row) as the lane's sample: hf_image's
-    EncodedJpeg or decoded image, or, when its header cannot be read, a sample carrying the
-    error for the lane's ``on_error``."""
+    EncodedJpeg (with its MCU-row ``index``, if given) or decoded image, or, when its header
+    cannot be read, a sample carrying the error for the lane's ``on_error``."""
     try:
-        return LaneSample(hf_image(value, options, source=name), label, name, key=key)
+        return LaneSample(hf_image(value, options, source=name, index=index), label, name, key=key)
     except JpegDecodeError as error:
         return LaneSample(None, label, name, error, key=key)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .._torchvision._encoded_jpeg import DecodeOptions
+from .._index_cache import IndexKey
+from .._index_sidecar import sidecar_of_source
+from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
 from ._lane_sample import LaneSample
 from ._folder import ON_ERROR_POLICIES, JpegFolder
@@ -57,6 +59,8 @@ class HfRows:
             ``Image(decode=False)``.
         column: The image column.
         label_column: The label column.
+        index_column: The column of MCU-row indexes :func:`add_index_column`
+            added, if any: the lane's crops then skip the rows above them.
         on_error: The lane's default policy (see :class:`BatchLane`).
         decode_options: ``mode``, ``strict``, ... (see :class:`custom_op.EncodedJpeg`);
             ``apply_exif_orientation`` defaults to True, as for
@@ -73,14 +77,16 @@ class HfRows:
     """
 
     def __init__(self, dataset: Any, column: str = "image", label_column: str = "label", *,
-                 on_error: str = "raise", **decode_options: Any) -> None:
+                 index_column: Optional[str] = None, on_error: str = "raise",
+                 **decode_options: Any) -> None:
         if on_error not in ON_ERROR_POLICIES:
             raise ValueError(f"HfRows: on_error must be one of {ON_ERROR_POLICIES}, got {on_error!r}")
         names = getattr(dataset, "column_names", None)
-        for name in (column, label_column):
+        for name in (column, label_column, index_column or column):
             if names is not None and name not in names:
                 raise ValueError(f"HfRows: no column {name!r}; the columns are {sorted(names)}")
         self.dataset, self.column, self.label_column = dataset, column, label_column
+        self.index_column = index_column
         self.on_error = on_error
         self.options = hf_decode_options("HfRows", **decode_options)
 
@@ -89,11 +95,13 @@ class HfRows:
 
     def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:
         rows = self.dataset[list(indices)]
+        indexes = rows[self.index_column] if self.index_column else [None] * len(indices)
         samples = []
-        for index, value, label in zip(indices, rows[self.column], rows[self.label_column]):
+        for index, value, label, jpeg_index in zip(indices, rows[self.column],
+                                                   rows[self.label_column], indexes):
             path = value.get("path") if isinstance(value, dict) else None
             samples.append(encoded_lane_sample(value, self.options, label, path or f"row {index}",
-                                               key=int(index)))
+                                               key=int(index), index=jpeg_index))
         return samples
 
 
@@ -125,6 +133,11 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
         key = f"{url.rsplit('/', 1)[-1]}/{sample['__key__']}"
         label = int(sample[label_key]) if label_key in sample else None
         # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
-        lane_samples.append(encoded_lane_sample(sample[image_key], options or TAR_OPTIONS, label,
-                                                name, key=key))
+        lane_sample = encoded_lane_sample(sample[image_key], options or TAR_OPTIONS, label, name,
+                                          key=key)
+        if isinstance(lane_sample.image, EncodedJpeg):  # the shard's sidecar names it by member
+            lane_sample.image.index_key = IndexKey(sidecar_of_source(str(url)),
+                                                   f"{sample['__key__']}.{image_key}",
+                                                   lane_sample.image.nbytes, 0)
+        lane_samples.append(lane_sample)
     return lane_samples

@@ -16,7 +16,7 @@ import importlib.util
 import io
 import os
 import warnings
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -24,6 +24,8 @@ from torchvision import tv_tensors
 
 from .._core import _native
 from .._decode import JPEG_SIGNATURE
+from .._index_cache import IndexKey
+from .._index_sidecar import sidecar_of_folder
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
 
@@ -96,8 +98,14 @@ def read_file(path: str) -> bytearray:
     Raises:
         OSError: The file cannot be read.
     """
+    return _read_with_key(path)[0]
+
+
+def _read_with_key(path: str) -> tuple[bytearray, IndexKey]:
+    """read_file's bytes, and the file's key in the MCU-row index cache (from the same fstat)."""
     with open(path, "rb", buffering=0) as file:
-        raw = bytearray(os.fstat(file.fileno()).st_size)
+        stat = os.fstat(file.fileno())
+        raw = bytearray(stat.st_size)
         with memoryview(raw) as view:
             filled = 0
             while filled < len(raw):
@@ -107,14 +115,19 @@ def read_file(path: str) -> bytearray:
                 filled += got
         del raw[filled:]
         raw += file.readall()  # empty unless the file grew
-    return raw
+    folder, name = os.path.split(path)
+    return raw, IndexKey(sidecar_of_folder(folder), name, stat.st_size, stat.st_mtime_ns)
 
 
-def sample_from_bytes(raw: bytearray, path: str, options: DecodeOptions = DecodeOptions()
+def sample_from_bytes(raw: bytearray, path: str, options: DecodeOptions = DecodeOptions(),
+                      index_key: Optional[IndexKey] = None
                       ) -> Union[EncodedJpeg, tv_tensors.Image]:
-    """What :func:`load_sample` makes of the bytes ``raw`` of the file ``path``."""
+    """What :func:`load_sample` makes of the bytes ``raw`` of the file ``path``; a JPEG's crops
+    use the MCU-row index cache under ``index_key`` (None: no index)."""
     if raw.startswith(JPEG_SIGNATURE):
-        return EncodedJpeg.with_options(raw, options, source=path)
+        sample = EncodedJpeg.with_options(raw, options, source=path)
+        sample.index_key = index_key
+        return sample
     return tv_tensors.Image(_decode_other_format(raw, path, options.mode))
 
 
@@ -137,7 +150,8 @@ def load_sample(path: str, options: DecodeOptions = DecodeOptions()
             a JPEG and cannot be decoded; the message starts with ``path``.
         OSError: The file cannot be read.
     """
-    return sample_from_bytes(read_file(path), path, options)
+    raw, key = _read_with_key(path)
+    return sample_from_bytes(raw, path, options, key)
 
 
 def load_samples(paths: Sequence[str], options: DecodeOptions = DecodeOptions()
@@ -154,7 +168,7 @@ def load_samples(paths: Sequence[str], options: DecodeOptions = DecodeOptions()
     Raises:
         OSError: A file cannot be read.
     """
-    raws = [read_file(path) for path in paths]
+    raws, keys = zip(*(_read_with_key(path) for path in paths)) if paths else ((), ())
     jpegs = [] if options.apply_exif_orientation else \
         [index for index, raw in enumerate(raws) if raw.startswith(JPEG_SIGNATURE)]
     tensors = {index: torch.frombuffer(raws[index], dtype=torch.uint8) for index in jpegs}
@@ -164,8 +178,9 @@ def load_samples(paths: Sequence[str], options: DecodeOptions = DecodeOptions()
     for index, (path, raw) in enumerate(zip(paths, raws)):
         header = headers.get(index)
         try:
-            samples.append(sample_from_bytes(raw, path, options) if header is None else
-                           EncodedJpeg.from_header(tensors[index], header, options, source=path))
+            samples.append(sample_from_bytes(raw, path, options, keys[index]) if header is None
+                           else EncodedJpeg.from_header(tensors[index], header, options,
+                                                        source=path, index_key=keys[index]))
         except JpegDecodeError as error:
             samples.append(error)
     return samples

@@ -10,6 +10,8 @@ from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
+from .atomic import set_flush
+from .index_only import index_tree
 from .tree import ENGINES, prepare_tree
 from .workspace import DestinationBusy
 
@@ -61,7 +63,14 @@ def _parser() -> argparse.ArgumentParser:
                "large for --max-memory, ...) and copied unprepared (0 with --accept-refused), "
                "130 interrupted (rerun to resume).")
     parser.add_argument("src", metavar="SRC", help="folder to read, searched recursively")
-    parser.add_argument("dst", metavar="DST", help="folder to write (outside SRC)")
+    parser.add_argument("dst", metavar="DST", nargs="?", default=None,
+                        help="folder to write (outside SRC); not with --index-only")
+    parser.add_argument("--index-only", action="store_true",
+                        help="write no DST: beside SRC's JPEGs, a sidecar of their MCU-row "
+                             "indexes per folder, tar shard and parquet file (the JPEGs "
+                             "untouched), which custom_op's datasets read to decode crops "
+                             "from their first row; a rerun writes only what is missing or "
+                             "stale")
     parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
                         metavar="N", help="processes to use (default: %(default)s, the CPU count)")
     parser.add_argument("--engine", choices=ENGINES, default="processes",
@@ -125,6 +134,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.index_only or args.dst is None:
+        return _index_only(parser, args)
     try:
         summary = _prepare(args)
     except ValueError as error:
@@ -142,6 +153,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     _print(summary.report())
     return summary.exit_status(accept_refused=args.accept_refused)
+
+
+def _index_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """--index-only SRC: the sidecars written (index_only.py); 1 if a source failed."""
+    if not args.index_only:
+        parser.error("DST is required (or --index-only, to write index sidecars into SRC)")
+    if args.dst is not None:
+        parser.error("--index-only writes into SRC: give no DST")
+    set_flush(args.fsync)
+    try:
+        summary = index_tree(args.src, image_column=args.image_column)
+    except ValueError as error:
+        _error(error)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; the sidecars written are complete, run the same "
+              "command again to resume", file=sys.stderr)
+        return 130
+    _print(summary.report())
+    return 1 if summary.failed else 0
 
 
 def _error(error: BaseException) -> None:

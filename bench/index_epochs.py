@@ -1,0 +1,125 @@
+"""Epochs of the threads lane with MCU-row indexes from the index cache, from sidecars, or none.
+
+A part of the index benchmark (bench/index_bench.py): a JpegFolder of 2560x1600 files (a
+copy of the run's set, so that sidecars can be written beside it), read by
+``custom_op.datasets.lane_threads`` (2 threads, batches of 8, ``v2.RandomResizedCrop(224)``
+with its default scales, or with scales 0.02-0.1 (windows at most half the height, which
+the cache builds indexes for), + ``v2.RandomHorizontalFlip()``), three epochs in a row per
+way, each way with a new loader and a new cache, the ways taken in turn ``--index-rounds``
+times (the fastest epoch of each kept):
+
+  no index          configure_index_cache(max_bytes=0)
+  cache, 1st touch  the default in this process: built on the sample's first cropped decode
+  cache, 2nd touch  configure_index_cache(build_on_touch=2)
+  sidecars          written once by --index-only (timed apart), read on the first miss
+
+Also each file's index, built alone: its size and build time, and from them what the cache
+of 100,000 such files holds (indexes plus the cache's per-entry estimate).
+"""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import shutil
+import statistics
+import tempfile
+import time
+from typing import Any
+
+from torchvision.transforms import v2
+
+import custom_op
+from custom_op._index_cache import ENTRY_OVERHEAD
+from custom_op.datasets import BatchLane, JpegFolder, LaneBatchSampler, lane_threads
+from custom_op.prepare.index_only import index_tree
+
+HEIGHT, WIDTH = 1600, 2560
+EPOCHS = 3
+BATCH = 8
+THREADS = 2
+CROPS = {"RRC(224)": (0.08, 1.0), "RRC(224), scale 0.02-0.1": (0.02, 0.1)}
+WAYS = {"no index": dict(max_bytes=0), "cache, 1st touch": {},
+        "cache, 2nd touch": dict(build_on_touch=2), "sidecars": {}}
+
+
+def _copy(paths: list[pathlib.Path], root: pathlib.Path) -> None:
+    for number, path in enumerate(paths):
+        target = root / f"class_{number % 2}" / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+
+
+def _epoch_seconds(root: pathlib.Path, scale: tuple[float, float], seed: int) -> list[float]:
+    """Seconds of each of EPOCHS epochs of a new threads lane over ``root``."""
+    transform = v2.Compose([v2.RandomResizedCrop(224, scale=scale), v2.RandomHorizontalFlip()])
+    lane = BatchLane(JpegFolder(root), transform, seed=seed)
+    loader = lane_threads(lane, LaneBatchSampler(len(lane), BATCH, seed=seed), threads=THREADS)
+    seconds = []
+    for _ in range(EPOCHS):
+        start = time.perf_counter()
+        for _batch in loader:
+            pass
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def _index_sizes(paths: list[pathlib.Path]) -> tuple[list[int], list[float]]:
+    sizes, seconds = [], []
+    for path in paths:
+        data = path.read_bytes()
+        start = time.perf_counter()
+        index = custom_op.jpeg_index(data)
+        seconds.append(time.perf_counter() - start)
+        sizes.append(len(index or b""))
+    return sizes, seconds
+
+
+def run_epochs(source: Any, count: int, rounds: int, seed: int) -> dict[str, Any]:
+    """The part's figures (see the module's note); ms are per image."""
+    files = source.files(HEIGHT, WIDTH, count)
+    sizes, build_seconds = _index_sizes(files.paths)
+    with tempfile.TemporaryDirectory(prefix="custom_op-index-epochs-") as folder:
+        root = pathlib.Path(folder) / "train"
+        _copy(files.paths, root)
+        best: dict[tuple[str, str], list[float]] = {}
+        sidecar_seconds = []
+        for _ in range(rounds):
+            for (crop, scale), (way, settings) in itertools.product(CROPS.items(), WAYS.items()):
+                for sidecar in root.rglob("*.cjmi"):
+                    sidecar.unlink()
+                if way == "sidecars":
+                    start = time.perf_counter()
+                    index_tree(str(root))
+                    sidecar_seconds.append(time.perf_counter() - start)
+                custom_op.configure_index_cache(**settings)
+                seconds = _epoch_seconds(root, scale, seed)
+                key = (crop, way)
+                best[key] = [min(pair) for pair in zip(best.get(key, seconds), seconds)]
+        custom_op.configure_index_cache()
+    per_image = {f"{crop}: {way}": [1000 * s / count for s in seconds]
+                 for (crop, way), seconds in best.items()}
+    index_bytes = statistics.mean(sizes)
+    return {"files": count, "size": f"{WIDTH}x{HEIGHT}", "batch": BATCH, "threads": THREADS,
+            "rounds": rounds, "epoch_ms_per_image": per_image,
+            "index_bytes_per_image": index_bytes,
+            "index_build_ms_median": 1000 * statistics.median(build_seconds),
+            "index_only_ms_per_image": 1000 * min(sidecar_seconds) / count,
+            "cache_mib_for_100k_files": 100_000 * (index_bytes + ENTRY_OVERHEAD) / 2**20}
+
+
+def format_epochs(result: dict[str, Any]) -> list[str]:
+    """The part's lines of the index benchmark's table."""
+    from bench import report
+
+    rows = [[way, *(f"{ms:.2f}" for ms in epochs)]
+            for way, epochs in result["epoch_ms_per_image"].items()]
+    return [f"Threads lane, {result['files']} files of {result['size']}, batches of "
+            f"{result['batch']}, {result['threads']} threads: ms per image, fastest of "
+            f"{result['rounds']} rounds", "",
+            report.markdown_table(["crop: indexes", "epoch 1", "epoch 2", "epoch 3"], rows,
+                                  right=[False, True, True, True]), "",
+            f"index: {result['index_bytes_per_image']:.0f} bytes per image, built in "
+            f"{result['index_build_ms_median']:.2f} ms; --index-only "
+            f"{result['index_only_ms_per_image']:.2f} ms per image; a cache of 100,000 such "
+            f"files: {result['cache_mib_for_100k_files']:.0f} MiB", ""]

@@ -1,0 +1,253 @@
+"""The process's cache of MCU-row indexes: what lets epoch 2 and later decode a
+crop from its first row with no preparation at all.
+
+A sample carries an :class:`IndexKey` (set by the dataset that read it: its sidecar's path,
+its name there, its size and mtime); its cropped decodes ask :func:`index_for`, which
+returns the cached index, or reads the sample's sidecar once, or builds the index, or gives
+None (the ordinary decode). Whatever it returns, the pixels are the same: the index's own
+checksum refuses an index that is not the file's.
+
+When to build: in the training process, on a sample's first cropped decode, so that epoch
+2 gains; building costs an entropy pass over the whole file, paid once per sample in epoch
+1. In a DataLoader worker, on the second (``build_on_touch=2``): a worker that is not
+persistent ends with its epoch and never touches a sample twice, so it never pays for
+indexes it would not keep, while a persistent one builds in epoch 2 and gains from epoch 3
+(``lane_dataloader(persistent_workers=True)`` makes its workers build on the first). Only
+a window at most half the file's height builds: the index saves the rows above a window,
+which a small window leaves many of wherever it falls, while a tall one leaves few, and a
+build costs about a full decode (``python -m bench index`` measures both).
+
+The bound: a byte budget, and once it is full nothing more is added (no eviction). Each
+epoch visits every sample once in a random order; with less room than the dataset needs,
+an LRU cache would evict every entry before its next use and rebuild it each epoch,
+paying the build for nothing, while a cache that keeps what it has serves the same share
+of samples every epoch and builds each at most once. Each process (each DataLoader worker)
+has its own cache: ``persistent_workers=True`` keeps them from one epoch to the next.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from typing import NamedTuple, Optional, Union
+
+import torch
+import torch.utils.data
+
+from ._core._errors import JpegDecodeError
+from ._index import jpeg_index
+from ._index_sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar
+
+__all__ = ["IndexKey", "configure_index_cache", "index_cache_stats", "index_for"]
+
+_log = logging.getLogger("custom_op")
+
+#: The default budget of one process's cache.
+DEFAULT_MAX_BYTES = 256 << 20
+#: What an entry costs besides its index: the key (a path string, three ints), the dict's
+#: slot and the bytes object's header; an estimate, counted so that many unindexable
+#: files (no index bytes) still fill the budget.
+ENTRY_OVERHEAD = 200
+
+
+class IndexKey(NamedTuple):
+    """What identifies a sample's bytes: its sidecar (the folder's, shard's or parquet file's,
+    whether it exists or not), its name in it, its size and its mtime in ns (0 for tar members
+    and rows)."""
+
+    sidecar: str
+    name: str
+    size: int
+    mtime_ns: int
+
+
+class _Cache:
+    """Indexes (or None: not indexable) by IndexKey, within a byte budget; thread-safe (the
+    threads lane decodes on several threads of one process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.load_lock = threading.Lock()
+        self.configure(DEFAULT_MAX_BYTES, None)
+
+    def configure(self, max_bytes: int, build_on_touch: Optional[int]) -> None:
+        with self.lock:
+            self.max_bytes, self.build_on_touch = max_bytes, build_on_touch
+            self.entries: dict[IndexKey, Optional[bytes]] = {}
+            self.touches: dict[IndexKey, int] = {}
+            self.sidecars: set[str] = set()
+            self.bytes = 0
+            self.counts = dict.fromkeys(("hits", "misses", "builds", "unindexable", "full",
+                                         "sidecar_entries", "sidecars_refused"), 0)
+
+    def lookup(self, key: IndexKey) -> tuple[bool, Optional[bytes]]:
+        if key.sidecar not in self.sidecars:
+            # One thread reads a sidecar; the others wait for its entries rather than build.
+            with self.load_lock:
+                if key.sidecar not in self.sidecars:
+                    self._load_sidecar(key.sidecar)
+                    self.sidecars.add(key.sidecar)
+        with self.lock:
+            found = key in self.entries
+            self.counts["hits" if found else "misses"] += 1
+            return found, self.entries.get(key)
+
+    def should_build(self, key: IndexKey) -> bool:
+        """Counts the touch; whether this one builds (the cache has room, and it is the
+        ``build_on_touch``-th)."""
+        with self.lock:
+            if self.bytes + ENTRY_OVERHEAD > self.max_bytes:
+                self.counts["full"] += 1
+                return False
+            build_on_touch = self.build_on_touch or (2 if _in_worker() else 1)
+            if build_on_touch <= 1:
+                return True
+            touches = self.touches[key] = self.touches.get(key, 0) + 1
+            if touches < build_on_touch:
+                self.bytes += ENTRY_OVERHEAD if touches == 1 else 0
+                return False
+            del self.touches[key]
+            self.bytes -= ENTRY_OVERHEAD
+            return True
+
+    def add(self, key: IndexKey, index: Optional[bytes], counter: Optional[str]) -> None:
+        with self.lock:
+            cost = ENTRY_OVERHEAD + (len(index) if index else 0)
+            if key in self.entries or self.bytes + cost > self.max_bytes:
+                if key not in self.entries:
+                    self.counts["full"] += 1
+                return
+            self.entries[key] = index
+            self.bytes += cost
+            if counter is not None:
+                self.counts[counter] += 1
+            if index is None:
+                self.counts["unindexable"] += 1
+
+    def _load_sidecar(self, path: str) -> None:
+        """Adds the entries of the sidecar at ``path``, if there is one and it is valid and
+        current; a damaged one is refused as a whole, logged, and counted."""
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError:
+            return  # no sidecar (the usual case): indexes are built as samples are touched
+        try:
+            stamp, entries = decode_sidecar(data)
+        except SidecarError as error:
+            with self.lock:
+                self.counts["sidecars_refused"] += 1
+            _log.warning("custom_op: index sidecar %s refused (%s); indexes are built as the "
+                         "samples are decoded instead", path, error)
+            return
+        if stamp != (0, 0) and stamp != _stamp_of_source(path):
+            return  # the shard or parquet file changed since: its entries would be refused
+        for name, entry in entries.items():
+            self.add(IndexKey(path, name, entry.size, entry.mtime_ns), entry.index,
+                     "sidecar_entries")
+
+    def stats(self) -> dict[str, int]:
+        with self.lock:
+            return {"entries": len(self.entries), "bytes": self.bytes,
+                    "max_bytes": self.max_bytes, **self.counts}
+
+
+def _stamp_of_source(sidecar: str) -> tuple[int, int]:
+    """(size, mtime_ns) of the shard or parquet file a sidecar describes, or (-1, -1)."""
+    try:
+        stat = os.stat(sidecar[:-len(SIDECAR_SUFFIX)])
+    except OSError:
+        return (-1, -1)
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+def _in_worker() -> bool:
+    """Whether this is a DataLoader worker process."""
+    return torch.utils.data.get_worker_info() is not None
+
+
+_cache = _Cache()
+
+
+def index_for(key: Union[IndexKey, bytes, None], data: torch.Tensor, crop_height: int,
+              file_height: int) -> Optional[bytes]:
+    """The index to decode a window of ``crop_height`` rows of ``data`` with, or None.
+
+    From the cache, or the sample's sidecar, or built now (see the module's note on when);
+    None when ``key`` is None (a sample no dataset named), the file cannot be indexed, or
+    the cache is full. ``key`` may be the index itself (a Hugging Face index column's)."""
+    if key is None or isinstance(key, bytes):
+        return key
+    found, index = _cache.lookup(key)
+    if found or 2 * crop_height > file_height or not _cache.should_build(key):
+        return index
+    try:
+        index = jpeg_index(data)
+    except JpegDecodeError:
+        return None  # the decode itself reports what is wrong with the file
+    _cache.add(key, index, "builds")
+    return index
+
+
+def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
+                          build_on_touch: Optional[int] = None) -> None:
+    """Sets this process's MCU-row index cache's budget and building rule, and empties it.
+
+    The datasets (JpegFolder, tar shards, Hugging Face rows) and the batch lane
+    name each sample; its cropped decodes then use an index from the cache, from
+    a sidecar written by ``python -m custom_op.prepare --index-only``, or built on
+    the sample's ``build_on_touch``-th cropped decode. Pixels are the same with or
+    without. Each process has its own cache: call this in a DataLoader's
+    ``worker_init_fn`` to set the workers' (or before the workers are forked).
+
+    Args:
+        max_bytes: The budget in bytes (indexes plus about 200 bytes per entry);
+            once full, nothing is added. 0 turns the cache off.
+        build_on_touch: 1 builds on a sample's first cropped decode (epoch 2
+            gains), 2 on its second (epoch 1 costs nothing more). None (the
+            default): 1 in the training process, 2 in a DataLoader worker,
+            which dies with its epoch unless it is persistent.
+
+    Raises:
+        TypeError, ValueError: a value is not an int, or out of range.
+
+    Example:
+        >>> custom_op.configure_index_cache(max_bytes=64 << 20, build_on_touch=2)
+    """
+    for name, value, minimum in (("max_bytes", max_bytes, 0),
+                                 ("build_on_touch", 1 if build_on_touch is None else build_on_touch,
+                                  1)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"configure_index_cache(): {name} must be an int, got "
+                            f"{type(value).__name__}")
+        if value < minimum:
+            raise ValueError(f"configure_index_cache(): {name} must be at least {minimum}, "
+                             f"got {value}")
+    _cache.configure(max_bytes, build_on_touch)
+
+
+def build_on_first_touch() -> None:
+    """This process's cache builds on a sample's first cropped decode from now on, keeping
+    what it holds (a worker forked from a process with a full cache keeps its copy)."""
+    with _cache.lock:
+        _cache.build_on_touch = 1
+
+
+def index_cache_stats() -> dict[str, int]:
+    """This process's MCU-row index cache: its size and how lookups went.
+
+    Returns:
+        ``entries`` (samples cached, unindexable ones included), ``bytes`` (their
+        cost against the budget), ``max_bytes``, ``hits``, ``misses``, ``builds``
+        (indexes built here), ``unindexable`` (entries recording a file that
+        cannot be indexed), ``full`` (indexes not kept: no room),
+        ``sidecar_entries`` (entries read from sidecars), ``sidecars_refused``
+        (damaged or other-version sidecars ignored). Whether the decodes used
+        the indexes: :func:`index_stats`.
+
+    Example:
+        >>> custom_op.index_cache_stats()["hits"]
+        1281
+    """
+    return _cache.stats()

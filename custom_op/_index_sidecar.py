@@ -1,0 +1,111 @@
+"""The sidecar file of MCU-row indexes: one per folder of JPEGs, tar shard or
+parquet file, written by ``python -m custom_op.prepare --index-only SRC`` and read by the
+index cache (_index_cache.py). The JPEGs themselves are never touched.
+
+Format, version 1 (all integers little-endian)::
+
+    magic      8 bytes  b"CJMIDX\\r\\n"
+    version    u32      1
+    stamp      u64 size, i64 mtime_ns   of the shard or parquet file it describes (0, 0 for a folder)
+    count      u32      entries
+    entries    count x (u16 name length, name in UTF-8, u64 size, i64 mtime_ns,
+                        u32 index length, index bytes)
+    checksum   u32      CRC-32 of every byte before it
+
+An entry names a file of the folder, a member of the shard, or a row of the parquet file
+(its number in decimal), with the size and mtime (0 for members and rows) it had when its
+index was built; an index length of 0 records a file that cannot be indexed. Another
+version, a bad checksum or a length that runs past the end makes the whole sidecar invalid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import zlib
+from typing import Iterable, Optional
+
+#: A folder's sidecar: a file inside the folder, hidden, which no image listing takes.
+FOLDER_SIDECAR = ".custom_op-index.cjmi"
+#: A shard's or parquet file's sidecar is its name with this appended.
+SIDECAR_SUFFIX = ".cjmi"
+SIDECAR_VERSION = 1
+_MAGIC = b"CJMIDX\r\n"
+_HEAD = struct.Struct("<8sIQqI")
+_ENTRY = struct.Struct("<QqI")
+_NAME_LENGTH = struct.Struct("<H")
+_CHECKSUM = struct.Struct("<I")
+
+
+class SidecarError(ValueError):
+    """A sidecar that is not a valid one: another version, damaged, or cut short."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SidecarEntry:
+    """One file's (member's, row's) index as a sidecar records it; ``index`` None: not
+    indexable."""
+
+    name: str
+    size: int
+    mtime_ns: int
+    index: Optional[bytes]
+
+
+def sidecar_of_source(path: str) -> str:
+    """The sidecar of a tar shard or parquet file: beside it, its name + ``.cjmi``."""
+    return path + SIDECAR_SUFFIX
+
+
+def sidecar_of_folder(folder: str) -> str:
+    """The sidecar of a folder's JPEGs: a hidden file inside the folder."""
+    return os.path.join(folder, FOLDER_SIDECAR)
+
+
+def encode_sidecar(stamp: tuple[int, int], entries: Iterable[SidecarEntry]) -> bytes:
+    """The sidecar's bytes; ``stamp`` is the (size, mtime_ns) of the shard or parquet file,
+    (0, 0) for a folder."""
+    entries = list(entries)
+    parts = [_HEAD.pack(_MAGIC, SIDECAR_VERSION, stamp[0], stamp[1], len(entries))]
+    for entry in entries:
+        name = entry.name.encode("utf-8", "surrogateescape")
+        index = entry.index or b""
+        parts += [_NAME_LENGTH.pack(len(name)), name,
+                  _ENTRY.pack(entry.size, entry.mtime_ns, len(index)), index]
+    body = b"".join(parts)
+    return body + _CHECKSUM.pack(zlib.crc32(body))
+
+
+def decode_sidecar(data: bytes) -> tuple[tuple[int, int], dict[str, SidecarEntry]]:
+    """``(stamp, {name: entry})`` of a sidecar's bytes.
+
+    Raises:
+        SidecarError: the bytes are not a valid sidecar of this version.
+    """
+    if len(data) < _HEAD.size + _CHECKSUM.size or not data.startswith(_MAGIC):
+        raise SidecarError("not a custom_op index sidecar")
+    body, (checksum,) = data[:-_CHECKSUM.size], _CHECKSUM.unpack(data[-_CHECKSUM.size:])
+    magic, version, size, mtime_ns, count = _HEAD.unpack_from(body)
+    if version != SIDECAR_VERSION:
+        raise SidecarError(f"sidecar version {version}, this custom_op reads {SIDECAR_VERSION}")
+    if zlib.crc32(body) != checksum:
+        raise SidecarError("the sidecar's checksum does not match its bytes")
+    entries: dict[str, SidecarEntry] = {}
+    at = _HEAD.size
+    try:
+        for _ in range(count):
+            (length,) = _NAME_LENGTH.unpack_from(body, at)
+            name = body[at + 2:at + 2 + length].decode("utf-8", "surrogateescape")
+            size_, mtime, index_length = _ENTRY.unpack_from(body, at + 2 + length)
+            start = at + 2 + length + _ENTRY.size
+            if start + index_length > len(body):
+                raise SidecarError("the sidecar is cut short")
+            index = bytes(body[start:start + index_length]) or None
+            entries[name] = SidecarEntry(name, size_, mtime, index)
+            at = start + index_length
+    except struct.error:
+        raise SidecarError("the sidecar is cut short") from None
+    if at != len(body):
+        raise SidecarError("the sidecar has bytes after its last entry")
+    return (size, mtime_ns), entries
