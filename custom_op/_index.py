@@ -1,13 +1,13 @@
-"""The MCU-row index of a JPEG file: building it, checking an ``index=`` argument,
+"""The MCU index of a JPEG file: building it, checking an ``index=`` argument,
 and the counts of how indexed decodes went.
 
-The index (custom_op/csrc/mcu_index.h) records where each MCU row of a
-baseline file without restart markers begins and the DC predictors there, so
-that a crop's decode starts at its first row instead of Huffman-decoding
-every row above it. It is a few hundred bytes for a 500 x 375 photo and
-carries a checksum of the file it describes: a stale, damaged or foreign
-index is refused and the decode takes the ordinary path, with the same
-pixels.
+The index (custom_op/csrc/mcu_index.h) records where every few MCUs of each
+MCU row of a baseline file without restart markers begin and the DC
+predictors there, so that a crop's decode reads only the MCUs of its rows and
+columns instead of Huffman-decoding everything before and beside them. It is
+about a hundredth of the file and carries a checksum of the file it
+describes: a stale, damaged or foreign index is refused and the decode takes
+the ordinary path, with the same pixels.
 """
 
 from __future__ import annotations
@@ -22,18 +22,19 @@ from ._core._fakes import INDEX_OUTCOMES
 
 
 def jpeg_index(data: JpegData) -> Optional[bytes]:
-    """Builds the MCU-row index of a JPEG file, for ``index=`` of the decode functions.
+    """Builds the MCU index of a JPEG file, for ``index=`` of the decode functions.
 
     One entropy pass over the file (no inverse DCT, no colour conversion): where
-    each MCU row's data begins and each component's DC predictor there. Build it
-    once per file and keep it beside the file's bytes; a crop decoded with it
-    skips the rows above the window entirely.
+    the data of every few MCUs of each row begins and each component's DC
+    predictor there, as densely as a hundredth of the file allows. Build it once
+    per file and keep it beside the file's bytes; a crop decoded with it skips
+    the rows above the window and, in its rows, the columns left and right of it.
 
     Args:
         data: The encoded file, as for :func:`decode_and_crop_jpeg`. Not copied.
 
     Returns:
-        The serialized index (bytes, a few hundred for a 500 x 375 photo), or
+        The serialized index (bytes, about 1% of the file), or
         None when the file cannot be indexed: progressive or arithmetic-coded
         files, files with restart markers (they seek without an index, see
         :func:`prepare_jpeg`), files of several scans, and files whose
@@ -55,9 +56,9 @@ def index_stats() -> dict[str, int]:
 
     Returns:
         ``{outcome: count}`` for every outcome: ``"indexed"`` (decoded from the
-        rows the window needs), ``"unneeded"`` (the rows above the window hold too
-        little data to be worth skipping: the ordinary decode, which costs no more), and the fallbacks to
-        the ordinary decode, with the same pixels: ``"not_indexable"`` (the
+        MCUs the window needs), ``"unneeded"`` (the data around the window is too
+        little to be worth skipping: the ordinary decode, which costs no more),
+        and the fallbacks to the ordinary decode, with the same pixels: ``"not_indexable"`` (the
         file cannot be indexed), ``"refused"`` (the index is damaged, or
         describes another file or another version of it), ``"cut_failed"``
         (the index's positions do not fit the data, or the file's Huffman

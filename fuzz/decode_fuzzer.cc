@@ -6,8 +6,9 @@
 // so the fuzzer can vary them by appending bytes to a valid file.
 //   param[0..3]  the window's y, x, height, width, as fractions of the image
 //   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 7 clear:
-//                bit 0 decodes with an MCU-row index of the file
-//                (csrc/index_builder.h; bit 2: an entry every 3 rows) whose
+//                bit 0 decodes with an MCU index of the file
+//                (csrc/index_builder.h: the budget's spacing; bit 2: an
+//                entry every 3 MCUs) whose
 //                byte param[0] is damaged when bit 1 is set, and checks the
 //                result against the decode without it; bit 6: prepare
 //                the file first (csrc/prepare.h), check that the prepared copy
@@ -121,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     custom_op::JpegDecoder indexer(data, size, options);
     custom_op::JpegInfo unused;
     if (indexer.read_header(&unused).ok() &&
-        indexer.build_index((param[4] & 0x04) ? 3 : 1, &index)) {
+        indexer.build_index((param[4] & 0x04) ? 3 : 0, &index)) {
       if (param[4] & 0x02) {
         index[param[0] % index.size()] ^= static_cast<uint8_t>(param[1] | 1);
       }

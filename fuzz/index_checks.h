@@ -1,13 +1,18 @@
-// The MCU-row index checks of fuzz/core_test.cc (included there, after the
+// The MCU index checks of fuzz/core_test.cc (included there, after the
 // helpers it uses): for every file the core can index (csrc/index_builder.h),
 //   - a crop decoded with the index equals the same window of the whole
-//     decode, bit for bit, in every mode and both pixel orders, and a window
-//     below the first rows is really served from the index (counted);
+//     decode, bit for bit, in every mode and both pixel orders, with entries
+//     at every MCU, every 3 MCUs, the budget's spacing and one per row, for
+//     windows at the left and right edges, in the middle, one pixel wide,
+//     within one entry and over the last (partial) MCU column; windows below
+//     the first rows or narrow in the middle are really served from the
+//     index (counted);
 //   - the resized path at every DCT scale gives the same bytes with and
 //     without the index;
 //   - the index is refused, and the pixels stay exact, when any one of its
 //     bytes is flipped, when it is cut short at any length, when it carries a
-//     stale file checksum (re-sealed), and when it is another file's index;
+//     stale file checksum (re-sealed), when it is another file's index, and
+//     when it claims the previous format version;
 //   - a forged index (positions moved, re-sealed) never crashes the decode.
 #pragma once
 
@@ -20,13 +25,14 @@
 namespace {
 
 // The index of `file`, or empty when the core cannot index it.
-Bytes index_of(const Bytes& file, int64_t rows_per_entry = 1) {
+// `mcus_per_entry` 0 is the budget's spacing (jpeg_index's).
+Bytes index_of(const Bytes& file, int64_t mcus_per_entry = 1) {
   DecodeOptions options;
   options.limits.max_pixels = kMaxPixels;
   JpegDecoder decoder(file.data(), file.size(), options);
   JpegInfo info;
   Bytes index;
-  if (!decoder.read_header(&info).ok() || !decoder.build_index(rows_per_entry, &index)) {
+  if (!decoder.read_header(&info).ok() || !decoder.build_index(mcus_per_entry, &index)) {
     return {};
   }
   return index;
@@ -60,6 +66,35 @@ Window deep_window(const JpegInfo& info) {
                 std::max<int64_t>(1, info.width / 2)};
 }
 
+// Windows that exercise the column cut: at the left and right edges below the
+// first rows, in the middle, one pixel wide, inside one MCU (so inside one
+// entry), and over the last MCU column (partial when the width is not a
+// multiple of the MCU's).
+std::vector<Window> column_windows(const JpegInfo& info) {
+  const int64_t h = info.height;
+  const int64_t w = info.width;
+  const int64_t mcu_w = 8 * info.max_h_samp_factor;
+  const int64_t y = h / 2;
+  const int64_t rows = std::max<int64_t>(1, h / 4);
+  auto clip = [&](int64_t wy, int64_t wx, int64_t wh, int64_t ww) {
+    wy = std::clamp<int64_t>(wy, 0, h - 1);
+    wx = std::clamp<int64_t>(wx, 0, w - 1);
+    return Window{wy, wx, std::max<int64_t>(1, std::min(wh, h - wy)),
+                  std::max<int64_t>(1, std::min(ww, w - wx))};
+  };
+  return {
+      clip(y, 0, rows, w / 5 + 1),                      // left edge
+      clip(y, w - w / 5 - 1, rows, w / 5 + 1),          // right edge
+      clip(y, w / 2 - w / 8, rows, w / 4 + 1),          // middle
+      clip(y, w / 2 + 3, rows, 1),                      // one pixel wide
+      clip(y, (w / 2) / mcu_w * mcu_w + 1, rows, std::max<int64_t>(1, mcu_w - 2)),  // one MCU
+      clip(y, (w - 1) / mcu_w * mcu_w, rows, w),        // the last MCU column
+      clip(y, (w - 1) / mcu_w * mcu_w - 1, rows, 2),    // across the last MCU column's edge
+      clip(0, w / 2 - w / 8, rows, w / 4 + 1),          // the first rows, middle columns
+      clip(1, 1, h - 2, w - 2),                         // all but a pixel on each side
+  };
+}
+
 bool check_index(const std::string& name, const Bytes& file, const Bytes& other_index,
                  uint64_t seed) {
   Case c(name + " [index]");
@@ -78,6 +113,8 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
   const DecodeOptions indexed = with_index(index);
   std::vector<Window> windows = windows_for(info, seed);
   windows.push_back(deep_window(info));
+  const std::vector<Window> columns = column_windows(info);
+  windows.insert(windows.end(), columns.begin(), columns.end());
   for (ColorMode mode : {ColorMode::kRgb, ColorMode::kGray, ColorMode::kUnchanged}) {
     const Decoded whole = decode(file, Window{}, mode, plain, 0);
     const int channels = custom_op::output_channels(info, mode);
@@ -100,8 +137,16 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
     decode(file, deep, ColorMode::kRgb, indexed, 0);
     c.expect(indexed_count() == before + 1, describe(deep) + " was not served from the index");
   }
+  // A narrow window in the middle of a file of several MCU columns skips
+  // columns on both sides: served too.
+  const Window narrow = columns[2];
+  if (deep.y >= 2 * 8 * info.max_v_samp_factor + 2 && info.width >= 8 * 8 * info.max_h_samp_factor) {
+    const int64_t before = indexed_count();
+    decode(file, narrow, ColorMode::kRgb, indexed, 0);
+    c.expect(indexed_count() == before + 1, describe(narrow) + " was not served from the index");
+  }
   for (int scale = 1; scale <= 8; ++scale) {
-    for (const Window& window : {deep, windows[2], windows[windows.size() - 2]}) {
+    for (const Window& window : {deep, windows[2], columns[0], columns[1], columns[3], columns[5]}) {
       const int out_h = static_cast<int>(std::max<int64_t>(1, window.height * scale / 9));
       const int out_w = static_cast<int>(std::max<int64_t>(1, window.width * scale / 7));
       const Decoded reference = decode_resized(file, window, ColorMode::kRgb, plain, scale, out_h, out_w, 0);
@@ -131,6 +176,9 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
   Bytes stale = index;
   stale[6] ^= 0x40;  // Inside the file checksum (after magic, version, a varint size).
   expect_refused(resealed(stale), "the index with a stale file checksum");
+  Bytes old_version = index;
+  old_version[4] = 1;
+  expect_refused(resealed(old_version), "the index claiming version 1");
   if (!other_index.empty() && other_index != index) {
     expect_refused(other_index, "another file's index");
   }
@@ -140,8 +188,9 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
   if (parsed.entries() >= 2) {
     for (uint64_t shift : {uint64_t{1}, uint64_t{8}}) {
       custom_op::mcu_index::Index forged = parsed;
-      forged.positions[1] += shift;
-      if (forged.entries() > 2 && forged.positions[1] >= forged.positions[2]) {
+      const size_t moved = forged.positions.size() / 2;
+      forged.positions[moved] += shift;
+      if (moved + 1 < forged.positions.size() && forged.positions[moved] >= forged.positions[moved + 1]) {
         continue;
       }
       const Bytes bytes = custom_op::mcu_index::serialize(forged);
@@ -149,11 +198,26 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
       c.expect(crop.status.ok(), "a forged index made the decode fail: " + crop.status.message);
     }
   }
-  // Entries every 3 rows serve the same pixels.
-  const Bytes sparse = index_of(file, 3);
-  const Decoded sparse_crop = decode(file, deep, ColorMode::kRgb, with_index(sparse), 0x77);
-  c.expect(!sparse.empty() && sparse.size() <= index.size() && sparse_crop.pixels == reference.pixels,
-           "an index with an entry every 3 rows gives other pixels");
+  // Entries every 3 MCUs, at the budget's spacing and once per row serve the
+  // same pixels, and the budget's index stays near a hundredth of the file.
+  for (int64_t spacing : {int64_t{3}, int64_t{0}, int64_t{1} << 20}) {
+    const Bytes sparse = index_of(file, spacing);
+    c.expect(!sparse.empty() && sparse.size() <= index.size(),
+             "the index with spacing " + std::to_string(spacing) + " is missing or larger");
+    const DecodeOptions sparse_options = with_index(sparse);
+    for (const Window& window : {deep, columns[0], columns[1], columns[2], columns[4], columns[5]}) {
+      const Decoded expected = decode(file, window, ColorMode::kRgb, plain, 0);
+      const Decoded crop = decode(file, window, ColorMode::kRgb, sparse_options, 0x77);
+      c.expect(crop.status.ok() && crop.pixels == expected.pixels,
+               describe(window) + " with entries every " + std::to_string(spacing) +
+                   " MCUs gives other pixels");
+    }
+  }
+  const Bytes budget = index_of(file, 0);
+  const int64_t mcu_rows = (info.height + 8 * info.max_v_samp_factor - 1) / (8 * info.max_v_samp_factor);
+  c.expect(budget.size() <= file.size() / 80 + 64 + static_cast<size_t>(mcu_rows) * 12,
+           "the budget's index is " + std::to_string(budget.size()) + " bytes for a file of " +
+               std::to_string(file.size()));
   return c.passed();
 }
 

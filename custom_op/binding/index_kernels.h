@@ -1,4 +1,4 @@
-// The operators' kernels of the MCU-row index (csrc/index_builder.h): building
+// The operators' kernels of the MCU index (csrc/index_builder.h): building
 // a file's index, the process's count of how decodes handed an index went
 // (csrc/index_stats.h), and the decode options that carry an index. Included
 // only by decode_and_crop_jpeg.cpp, the extension's one translation unit
@@ -17,7 +17,7 @@
 
 namespace {
 
-// `options` with the serialized MCU-row index in `index`, if any (its bytes
+// `options` with the serialized MCU index in `index`, if any (its bytes
 // outlive the call: the tensor is the caller's).
 custom_op::DecodeOptions with_index(custom_op::DecodeOptions options, const std::optional<Tensor>& index) {
   if (index.has_value()) {
@@ -35,10 +35,11 @@ custom_op::DecodeOptions index_header_options() {
   return options;
 }
 
-// The serialized MCU-row index of the file (one entry per MCU row) as a
-// uint8 tensor, or an empty one when the file cannot be indexed: progressive
-// or arithmetic-coded, with restart markers, several scans, or entropy-coded
-// data that the index's own Huffman pass does not accept.
+// The serialized MCU index of the file (entries as dense as index_builder.h's
+// budget allows) as a uint8 tensor, or an empty one when the file cannot be
+// indexed: progressive or arithmetic-coded, with restart markers, several
+// scans, or entropy-coded data that the index's own Huffman pass does not
+// accept.
 Tensor jpeg_index_kernel(Tensor data) {
   const ByteSpan bytes = span_of_tensor(data);
   std::vector<uint8_t> index;
@@ -48,7 +49,7 @@ Tensor jpeg_index_kernel(Tensor data) {
     custom_op::JpegDecoder decoder(bytes.data, bytes.size, index_header_options());
     custom_op::JpegInfo info;
     status = decoder.read_header(&info);
-    indexable = status.ok() && decoder.build_index(/*rows_per_entry=*/1, &index);
+    indexable = status.ok() && decoder.build_index(/*mcus_per_entry=*/0, &index);
   } catch (...) {
     status = status_of_current_exception();
   }

@@ -302,29 +302,29 @@ class BitWriter {
   }
 
  private:
-  // Inserts a 0x00 after every 0xFF written from `start` on.
+  // Inserts a 0x00 after every 0xFF written from `start` on. The bytes
+  // between two 0xFF move as one block, last block first, so that every byte
+  // moves once: a byte loop here cost as much as the shift itself.
   void stuff_from(size_t start) {
-    size_t count = 0;
+    marks_.clear();
     for (const uint8_t* p = out_->data() + start, *end = out_->data() + out_->size();
          (p = static_cast<const uint8_t*>(std::memchr(p, 0xFF, static_cast<size_t>(end - p)))) != nullptr;
          ++p) {
-      ++count;
+      marks_.push_back(static_cast<size_t>(p - out_->data()));
     }
-    if (count == 0) {
+    if (marks_.empty()) {
       return;
     }
-    size_t from = out_->size();
-    out_->resize(from + count);
+    size_t run_end = out_->size();
+    out_->resize(run_end + marks_.size());
     uint8_t* data = out_->data();
-    size_t to = out_->size();
-    // Backwards, so that every byte moves once.
-    while (count > 0) {
-      const uint8_t b = data[--from];
-      if (b == 0xFF) {
-        data[--to] = 0x00;
-        --count;
-      }
-      data[--to] = b;
+    // The bytes after the k-th 0xFF (k from 0) move k + 1 places right, up to
+    // and including the next 0xFF; the 0x00 goes right after the moved 0xFF.
+    for (size_t k = marks_.size(); k-- > 0;) {
+      const size_t run_begin = marks_[k] + 1;
+      std::memmove(data + run_begin + k + 1, data + run_begin, run_end - run_begin);
+      data[run_begin + k] = 0x00;
+      run_end = run_begin;
     }
   }
 
@@ -336,6 +336,7 @@ class BitWriter {
   }
 
   std::vector<uint8_t>* out_;
+  std::vector<size_t> marks_;  // stuff_from's 0xFF positions, kept for the next call.
   uint64_t acc_ = 0;
   int bits_ = 0;
 };

@@ -1,7 +1,7 @@
-// Builds the MCU-row index (mcu_index.h) of a file by one entropy pass: our
-// own Huffman decoder (huffman.h) walks every block of the one scan without
-// dequantizing or transforming anything, and notes where each MCU row begins
-// and the DC predictors there.
+// Builds the MCU index (mcu_index.h) of a file by one entropy pass: our own
+// Huffman decoder (huffman.h) walks every block of the one scan without
+// dequantizing or transforming anything, and notes where each entry's MCU
+// begins and the DC predictors there.
 //
 // Our own decoder rather than jpeg_read_coefficients and a bit count from the
 // coefficients: the count assumes the encoder wrote each block the shortest
@@ -61,12 +61,32 @@ inline bool matches_file(const Index& index, const uint8_t* data, size_t size,
   return index.file_hash == file_hash(data, size);
 }
 
+// The serialized bytes an entry is assumed to take when the spacing is
+// chosen: a two-byte position step (a step of up to 2 KB of data) and, per
+// component, a predictor step of one or two bytes, rounded up.
+inline int64_t estimated_entry_bytes(int components) { return 3 + components; }
+
+// The entry spacing jpeg_index builds with: the finest that keeps the
+// entries within a hundredth of the file (estimated_entry_bytes each), and
+// never coarser than one entry per MCU row, the first of each row being
+// needed anyway. A crop then decodes at most one spacing of MCUs beyond its
+// window on either side of each row.
+inline int64_t budget_mcus_per_entry(size_t file_size, const ScanLayout& scan) {
+  const restarts::ScanGeometry& g = scan.grid;
+  const int64_t budget = static_cast<int64_t>(file_size / 100);
+  const int64_t per_row =
+      std::clamp<int64_t>(budget / (std::max<int64_t>(g.mcu_rows, 1) * estimated_entry_bytes(scan.components)),
+                          1, std::max<int64_t>(g.mcus_per_row, 1));
+  return (g.mcus_per_row + per_row - 1) / per_row;
+}
+
 // Walks the scan of `data` and fills `index` with an entry every
-// `rows_per_entry` MCU rows. See the top of this file for what it refuses.
-inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int64_t rows_per_entry,
+// `mcus_per_entry` MCUs of each row (clamped to the row). See the top of this
+// file for what it refuses.
+inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int64_t mcus_per_entry,
                   Index* index) {
   const restarts::ScanGeometry& g = scan.grid;
-  if (scan.components < 1 || scan.components > kMaxComponents || rows_per_entry < 1 ||
+  if (scan.components < 1 || scan.components > kMaxComponents || mcus_per_entry < 1 ||
       g.mcus_per_row < 1 || g.mcu_rows < 1 || scan.scan_data_offset >= size) {
     return false;
   }
@@ -88,7 +108,7 @@ inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int6
   }
   index->mcus_per_row = g.mcus_per_row;
   index->mcu_rows = g.mcu_rows;
-  index->rows_per_entry = std::min(rows_per_entry, g.mcu_rows);
+  index->mcus_per_entry = std::min(mcus_per_entry, g.mcus_per_row);
   index->scan_data_offset = scan.scan_data_offset;
   index->positions.clear();
   index->predictors.clear();
@@ -96,11 +116,11 @@ inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int6
   huffman::BitReader bits(data, size, scan.scan_data_offset);
   int32_t predictor[kMaxComponents] = {0, 0, 0, 0};
   for (int64_t row = 0; row < g.mcu_rows; ++row) {
-    if (row % index->rows_per_entry == 0) {
-      index->positions.push_back(bits.position());
-      index->predictors.insert(index->predictors.end(), predictor, predictor + scan.components);
-    }
     for (int64_t mcu = 0; mcu < g.mcus_per_row; ++mcu) {
+      if (mcu % index->mcus_per_entry == 0) {
+        index->positions.push_back(bits.position());
+        index->predictors.insert(index->predictors.end(), predictor, predictor + scan.components);
+      }
       for (int c = 0; c < scan.components; ++c) {
         for (int b = scan.blocks_per_mcu(c); b > 0; --b) {
           const int category = bits.decode(dc[c]);

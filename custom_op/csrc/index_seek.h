@@ -1,24 +1,36 @@
-// Decoding from the MCU-row index: a cut-out JPEG that starts at the MCU row
-// a window needs, so that the rows above it are neither Huffman- nor
-// DCT-decoded.
+// Decoding from the MCU index: a cut-out JPEG that holds only the MCUs a
+// window needs -- its rows, and in each row the columns between two entries
+// -- so that the MCUs above, left and right of it are not Huffman-decoded.
 //
-// The cut-out is the file's own header with the frame's height changed, then
-// one synthetic MCU row, then the entropy-coded data of the kept rows
-// re-packed bit by bit from their indexed position (the original data begins
-// mid-byte; its stuffed bytes are removed and stuffed again where the shift
-// puts them), padded with 1-bits, and EOI. The synthetic row is there for the
-// DC predictors: a scan starts with every predictor at 0, while the kept
-// data codes each component's first block as a difference from the indexed
-// predictor. The synthetic row's blocks walk each predictor from 0 to the
-// indexed value using only DC categories the scan's table can code, and end
-// with the AC table's EOB; nobody outputs its pixels, and the window moves
-// one MCU row down in the cut-out. When the tables cannot express the walk,
-// the cut-out is refused and the caller falls back.
+// The cut-out is the file's own header with the frame's size changed, then
+// the kept MCUs' entropy-coded data re-packed bit by bit from their indexed
+// positions (the original data begins mid-byte; its stuffed bytes are
+// removed and stuffed again where the shift puts them), interleaved with
+// synthetic MCUs (predictor_walk.h), padded with 1-bits, and EOI. The
+// synthetic MCUs are there for the DC predictors: each kept segment codes its
+// first block as a difference from the predictor at its start, and a
+// synthetic MCU in front of it walks the predictor there from wherever the
+// cut-out's data left it. No restart markers: they would turn off
+// libjpeg-turbo's fast Huffman path for the whole cut-out.
 //
-// As with the restart cut-out (restart_seek.h), the kept rows reach one
-// decoded pixel beyond the window above and below (plan_cut), because
-// libjpeg's fancy upsampling reads the neighbouring chroma row; the synthetic
-// row and the cut-out's end are beyond that pixel.
+// Two layouts, by where the kept columns start:
+//   - past the first column: each kept row is S synthetic MCUs (a synthetic
+//     column, usually S = 1), then the row's segment; the window moves right
+//     by the synthetic column and left by the skipped columns;
+//   - at the first column: a synthetic MCU row on top (unless the cut starts
+//     at the first row), then each row's segment followed by S synthetic MCUs
+//     when the segment ends before the row does (which walk to the next row's
+//     first entry); the window moves one MCU row down.
+// The synthetic MCUs are never output, and their pixels must not reach the
+// window through fancy upsampling, which reads the neighbouring chroma
+// sample: as with the restart cut-out (restart_seek.h), the kept MCUs reach
+// one decoded pixel beyond the window on every side that is not an image
+// edge (plan_cut), and a synthetic column sits only beyond such a pixel --
+// never left of a window at the image's left edge, which is why that case
+// puts them right of the segments. The cut-out's right edge is the image's
+// when the kept columns reach it, so its last partial MCU column ends as the
+// image's does. When the tables cannot express a walk, the cut-out is
+// refused and the caller falls back.
 #pragma once
 
 #include <algorithm>
@@ -31,166 +43,11 @@
 #include "index_builder.h"
 #include "index_stats.h"
 #include "mcu_index.h"
+#include "predictor_walk.h"
 #include "restart_seek.h"
 
 namespace custom_op {
 namespace mcu_index {
-
-// The DC differences of one component's synthetic blocks: `blocks` values,
-// each of a category the DC table codes, summing to the target predictor.
-//
-// The codable values form intervals: {0} for category 0, and for category s
-// the values of magnitude 2^(s-1) .. 2^s - 1 of either sign. A sum of values
-// taken from chosen intervals reaches exactly the interval of their sums, so
-// a few values reaching the target are found by trying combinations of
-// intervals, not of values. The other blocks must add up to 0: zeros when
-// category 0 is codable, else pairs +a, -a and, for an odd count, one triple
-// that sums to 0.
-class PredictorWalk {
- public:
-  PredictorWalk(int32_t target, int64_t blocks, const huffman::Codes& codes) {
-    for (int s = 0; s <= 11; ++s) {
-      if (codes.length[s] != 0) {
-        const int32_t lo = s == 0 ? 0 : 1 << (s - 1);
-        const int32_t hi = s == 0 ? 0 : (1 << s) - 1;
-        intervals_.push_back({lo, hi});
-        if (s > 0) {
-          intervals_.push_back({-hi, -lo});
-        }
-      }
-    }
-    zero_codable_ = codes.length[0] != 0;
-    for (int tail = 1; tail <= 3 && tail <= blocks && !ok_; ++tail) {
-      std::vector<int32_t> head;
-      if (sum_of(target, tail, &head) && zeros_for(blocks - tail)) {
-        values_.insert(values_.begin(), head.begin(), head.end());
-        ok_ = true;
-      }
-    }
-  }
-
-  bool ok() const { return ok_; }
-
-  // The difference of the next block, in order.
-  int32_t next() {
-    if (next_ < values_.size()) {
-      return values_[next_++];
-    }
-    if (zero_codable_) {
-      return 0;
-    }
-    pair_sign_ = -pair_sign_;
-    return pair_sign_ * pair_value_;
-  }
-
- private:
-  struct Interval {
-    int32_t lo;
-    int32_t hi;
-  };
-
-  // `count` (1..3) codable values summing to `target`, into `out`.
-  bool sum_of(int32_t target, int count, std::vector<int32_t>* out) const {
-    const size_t n = intervals_.size();
-    size_t pick[3] = {0, 0, 0};
-    size_t combinations = 1;
-    for (int i = 0; i < count; ++i) {
-      combinations *= n;
-    }
-    for (size_t k = 0; k < combinations; ++k) {
-      size_t rest = k;
-      int32_t lo = 0;
-      int32_t hi = 0;
-      for (int i = 0; i < count; ++i) {
-        pick[i] = rest % n;
-        rest /= n;
-        lo += intervals_[pick[i]].lo;
-        hi += intervals_[pick[i]].hi;
-      }
-      if (target < lo || target > hi) {
-        continue;
-      }
-      // Each value as small as the others' largest sums allow.
-      int32_t remaining = target;
-      for (int i = 0; i < count; ++i) {
-        int32_t rest_hi = 0;
-        for (int j = i + 1; j < count; ++j) {
-          rest_hi += intervals_[pick[j]].hi;
-        }
-        const int32_t value = std::max(intervals_[pick[i]].lo, remaining - rest_hi);
-        out->push_back(value);
-        remaining -= value;
-      }
-      return true;
-    }
-    return false;
-  }
-
-  // Whether `count` codable values can sum to 0, and sets them up.
-  bool zeros_for(int64_t count) {
-    if (count == 0 || zero_codable_) {
-      return true;
-    }
-    if (intervals_.empty()) {
-      return false;
-    }
-    pair_value_ = intervals_[0].lo;
-    if (count % 2 == 0) {
-      return true;
-    }
-    std::vector<int32_t> triple;
-    if (count < 3 || !sum_of(0, 3, &triple)) {
-      return false;
-    }
-    values_ = triple;
-    return true;
-  }
-
-  std::vector<Interval> intervals_;
-  std::vector<int32_t> values_;
-  size_t next_ = 0;
-  bool zero_codable_ = false;
-  bool ok_ = false;
-  int32_t pair_value_ = 0;
-  int32_t pair_sign_ = -1;
-};
-
-// Writes the synthetic MCU row: every block of every MCU, in scan order.
-inline bool write_synthetic_row(const ScanLayout& scan, const int32_t* predictors,
-                                huffman::BitWriter* writer) {
-  huffman::Codes dc[kMaxComponents];
-  huffman::Codes ac[kMaxComponents];
-  std::vector<PredictorWalk> walks;
-  for (int c = 0; c < scan.components; ++c) {
-    if (!huffman::make_codes(scan.dc[c], &dc[c]) || !huffman::make_codes(scan.ac[c], &ac[c]) ||
-        ac[c].length[0x00] == 0) {
-      return false;  // Without an EOB code no block can end after its DC.
-    }
-    walks.emplace_back(predictors[c], scan.grid.mcus_per_row * scan.blocks_per_mcu(c), dc[c]);
-    if (!walks.back().ok()) {
-      return false;
-    }
-  }
-  for (int64_t mcu = 0; mcu < scan.grid.mcus_per_row; ++mcu) {
-    for (int c = 0; c < scan.components; ++c) {
-      for (int b = scan.blocks_per_mcu(c); b > 0; --b) {
-        const int32_t diff = walks[c].next();
-        const int32_t magnitude = diff < 0 ? -diff : diff;
-        int category = 0;
-        while ((1 << category) <= magnitude) {
-          ++category;
-        }
-        writer->put(dc[c].code[category], dc[c].length[category]);
-        if (category > 0) {
-          // Negative differences are sent as diff - 1 in `category` bits (T.81 F.1.2.1).
-          writer->put(static_cast<uint32_t>(diff < 0 ? diff - 1 : diff), category);
-        }
-        writer->put(ac[c].code[0x00], ac[c].length[0x00]);
-      }
-    }
-  }
-  return true;
-}
 
 // Appends the data bits [from, to) of the scan starting at `scan_start`
 // (positions as in mcu_index.h) to `writer`, without the stuffed bytes.
@@ -252,57 +109,195 @@ inline bool append_data_bits(const uint8_t* data, size_t size, size_t scan_start
   return true;
 }
 
-// The rows a cut-out keeps, widened to whole entries, and where the window
-// sits in it.
+
+// The data position where the MCU at `column` (an entry's column, or
+// mcus_per_row for the row's end) of `row` begins.
+inline uint64_t position_at(const Index& index, int64_t row, int64_t column) {
+  if (column < index.mcus_per_row) {
+    return index.positions[index.entry(row, column)];
+  }
+  return row + 1 < index.mcu_rows ? index.positions[index.entry(row + 1, 0)] : index.end_position;
+}
+
+// The predictors there (every component's), or nullptr after the last MCU.
+inline const int32_t* predictors_at(const Index& index, int64_t row, int64_t column) {
+  if (column >= index.mcus_per_row) {
+    ++row;
+    column = 0;
+  }
+  return row < index.mcu_rows ? index.predictors.data() + index.entry(row, column) * index.components
+                              : nullptr;
+}
+
+// The MCUs a cut-out keeps, widened to entries, and its layout (see the top
+// of this file).
 struct IndexCut {
-  int64_t row_begin = 0;  // The first kept MCU row of the file.
-  int64_t row_end = 0;    // Exclusive.
-  int64_t top = 0;        // The file row at the cut-out's row 0, minus one MCU row.
+  int64_t row_begin = 0;     // The first kept MCU row of the file.
+  int64_t row_end = 0;       // Exclusive.
+  int64_t column_begin = 0;  // The first kept MCU column: an entry's.
+  int64_t column_end = 0;    // Exclusive: an entry's, or mcus_per_row.
+  bool synthetic_row = false;
+  int64_t synthetic_columns = 0;  // S: synthetic MCUs per kept row.
+  // The file's pixel at the cut-out's (0, 0): negative left is inside the
+  // synthetic column.
+  int64_t top = 0;
+  int64_t left = 0;
+
+  bool synthetic_left() const { return column_begin > 0; }
 };
 
-// Widens `rows` (MCU rows [row_begin, row_end) from plan_cut) to whole
-// entries; false when that reaches the first row, which gains nothing.
-inline bool plan_index_cut(const Index& index, const restarts::ScanGeometry& g, int64_t row_begin,
-                           int64_t row_end, IndexCut* cut) {
-  cut->row_begin = row_begin / index.rows_per_entry * index.rows_per_entry;
-  const int64_t aligned_end =
-      (row_end + index.rows_per_entry - 1) / index.rows_per_entry * index.rows_per_entry;
-  cut->row_end = std::min(g.mcu_rows, aligned_end);
-  cut->top = (cut->row_begin - 1) * g.mcu_height;
-  return cut->row_begin > 0 && cut->row_end > cut->row_begin;
+// The most synthetic MCUs a row gets. One does for a file's standard tables;
+// the optimised tables of small files may lack the DC categories a single
+// block would need.
+constexpr int64_t kMaxSyntheticColumns = 3;
+
+// Widens the MCUs [row_begin, row_end) x [column_begin, column_end) that
+// plan_cut found to entries; false when that is the whole image from its
+// first row, which gains nothing.
+inline bool plan_index_cut(const Index& index, const restarts::Cut& planned, IndexCut* cut) {
+  const int64_t k = index.mcus_per_entry;
+  cut->row_begin = planned.row_begin;
+  cut->row_end = planned.row_end;
+  cut->column_begin = planned.column_begin / k * k;
+  cut->column_end = std::min(index.mcus_per_row, (planned.column_end + k - 1) / k * k);
+  return cut->row_end > cut->row_begin && cut->column_end > cut->column_begin &&
+         (cut->row_begin > 0 || cut->column_begin > 0 || cut->column_end < index.mcus_per_row);
 }
 
-// Whether skipping the rows above `cut` saves more than the cut-out costs:
-// the checksum of the whole file and the copy of the kept rows each cost a
-// small fraction of what Huffman-decoding as many bytes does, so the skipped
-// data must be a sixteenth of the file and an eighth of the kept data. The
-// positions are the index's claims, not yet checked against the file; they
-// only decide whether to try.
-inline bool worth_cutting(const Index& index, const restarts::ScanGeometry& g, const IndexCut& cut) {
-  const uint64_t skipped = index.positions[static_cast<size_t>(cut.row_begin / index.rows_per_entry)] / 8;
-  const uint64_t end = cut.row_end == g.mcu_rows
-                           ? index.end_position
-                           : index.positions[static_cast<size_t>(cut.row_end / index.rows_per_entry)];
-  const uint64_t kept = end / 8 - skipped;
-  return skipped * 16 >= index.file_size && skipped * 8 >= kept;
+// Whether the synthetic MCUs of `cut` with S = `columns` can walk every
+// predictor where it must go.
+inline bool walks_fit(const ScanLayout& scan, const SyntheticCodes& codes, const Index& index,
+                      const IndexCut& cut, int64_t columns) {
+  const int32_t zeros[kMaxComponents] = {0, 0, 0, 0};
+  if (cut.synthetic_left()) {
+    for (int64_t row = cut.row_begin; row < cut.row_end; ++row) {
+      const int32_t* from = row == cut.row_begin ? zeros : predictors_at(index, row - 1, cut.column_end);
+      if (!can_walk(scan, codes, columns, from, predictors_at(index, row, cut.column_begin))) {
+        return false;
+      }
+    }
+    return true;
+  }
+  for (int64_t row = cut.row_begin; columns > 0 && row < cut.row_end; ++row) {
+    const int32_t* from = predictors_at(index, row, cut.column_end);
+    const int32_t* next = predictors_at(index, row + 1, 0);
+    if (!can_walk(scan, codes, columns, from, next == nullptr ? from : next)) {
+      return false;
+    }
+  }
+  return true;
 }
 
-// Writes the cut-out JPEG of `cut`'s rows (see the top of this file).
+// Chooses the layout of `cut` (see the top of this file): the fewest
+// synthetic MCUs per row whose walks the tables can code. False when none do.
+inline bool lay_out(const ScanLayout& scan, const SyntheticCodes& codes, const Index& index,
+                    IndexCut* cut) {
+  const restarts::ScanGeometry& g = scan.grid;
+  const bool needs_columns = cut->synthetic_left() || cut->column_end < index.mcus_per_row;
+  int64_t columns = needs_columns ? 1 : 0;
+  while (needs_columns && !walks_fit(scan, codes, index, *cut, columns)) {
+    if (++columns > kMaxSyntheticColumns) {
+      return false;
+    }
+  }
+  cut->synthetic_columns = columns;
+  cut->synthetic_row = !cut->synthetic_left() && cut->row_begin > 0;
+  cut->top = (cut->row_begin - (cut->synthetic_row ? 1 : 0)) * g.mcu_height;
+  cut->left = cut->synthetic_left() ? (cut->column_begin - cut->synthetic_columns) * g.mcu_width : 0;
+  return true;
+}
+
+// The cut-out's frame, in pixels: the kept MCUs and the synthetic ones, cut
+// at the image's right and bottom edges when the kept MCUs reach them.
+inline int64_t cut_width(const restarts::ScanGeometry& g, const IndexCut& cut) {
+  return std::min(g.image_width, cut.column_end * g.mcu_width) - cut.left +
+         (cut.synthetic_left() ? 0 : cut.synthetic_columns * g.mcu_width);
+}
+
+inline int64_t cut_height(const restarts::ScanGeometry& g, const IndexCut& cut) {
+  return std::min(g.image_height, cut.row_end * g.mcu_height) - cut.top;
+}
+
+// The data bits the cut-out keeps, as the index claims them.
+inline uint64_t kept_bits(const Index& index, const IndexCut& cut) {
+  uint64_t kept = 0;
+  for (int64_t row = cut.row_begin; row < cut.row_end; ++row) {
+    kept += position_at(index, row, cut.column_end) - position_at(index, row, cut.column_begin);
+  }
+  return kept;
+}
+
+// Whether skipping the MCUs outside `cut` saves more than the cut-out costs.
+// The ordinary decode Huffman-decodes every MCU up to the end of the last
+// kept row; the cut-out, the kept ones, after a checksum of the whole file, a
+// shifted copy of the kept data and a second decoder's start. Those costs are
+// a small fraction of Huffman-decoding the same bytes, but Huffman decoding is
+// only part of a decode: the skipped data must be a sixteenth of the file and
+// a quarter of the kept data. The positions are the index's claims,
+// not yet checked against the file; they only decide whether to try.
+inline bool worth_cutting(const Index& index, const IndexCut& cut) {
+  const uint64_t read = position_at(index, cut.row_end - 1, index.mcus_per_row);
+  const uint64_t kept = kept_bits(index, cut);
+  if (kept > read) {
+    return false;  // Only a hostile index claims that.
+  }
+  const uint64_t skipped = read - kept;
+  return skipped / 8 * 16 >= index.file_size && skipped * 4 >= kept;
+}
+
+// Writes the kept rows' segments and the synthetic MCUs between them.
+inline bool write_cut_data(const uint8_t* data, size_t size, const ScanLayout& scan,
+                           const SyntheticCodes& codes, const Index& index, const IndexCut& cut,
+                           huffman::BitWriter* writer) {
+  const int32_t zeros[kMaxComponents] = {0, 0, 0, 0};
+  const size_t start = scan.scan_data_offset;
+  const int64_t columns = cut.synthetic_columns;
+  if (cut.synthetic_row) {
+    const int64_t mcus = cut.column_end + columns;
+    if (!write_synthetic_mcus(scan, codes, mcus, zeros, predictors_at(index, cut.row_begin, 0), writer)) {
+      return false;
+    }
+  }
+  if (columns == 0) {  // Whole rows: one stretch of data.
+    return append_data_bits(data, size, start, position_at(index, cut.row_begin, 0),
+                            position_at(index, cut.row_end - 1, index.mcus_per_row), writer);
+  }
+  for (int64_t row = cut.row_begin; row < cut.row_end; ++row) {
+    const uint64_t from = position_at(index, row, cut.column_begin);
+    const uint64_t to = position_at(index, row, cut.column_end);
+    const int32_t* at_end = predictors_at(index, row, cut.column_end);
+    if (cut.synthetic_left()) {
+      const int32_t* before = row == cut.row_begin ? zeros : predictors_at(index, row - 1, cut.column_end);
+      if (!write_synthetic_mcus(scan, codes, columns, before,
+                                predictors_at(index, row, cut.column_begin), writer) ||
+          !append_data_bits(data, size, start, from, to, writer)) {
+        return false;
+      }
+    } else {
+      const int32_t* next = predictors_at(index, row + 1, 0);
+      if (!append_data_bits(data, size, start, from, to, writer) ||
+          !write_synthetic_mcus(scan, codes, columns, at_end, next == nullptr ? at_end : next,
+                                writer)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Writes the cut-out JPEG of `cut` (see the top of this file).
 inline bool write_index_cut(const uint8_t* data, size_t size,
                             const restarts::HeaderLayout& layout, const ScanLayout& scan,
-                            const Index& index, const IndexCut& cut, std::vector<uint8_t>* out) {
+                            const SyntheticCodes& codes, const Index& index, const IndexCut& cut,
+                            std::vector<uint8_t>* out) {
   const restarts::ScanGeometry& g = scan.grid;
-  const int64_t height = std::min(g.image_height, cut.row_end * g.mcu_height) - cut.top;
-  if (height > 65535) {
+  const int64_t height = cut_height(g, cut);
+  const int64_t width = cut_width(g, cut);
+  if (height > 65535 || width > 65535) {
     return false;
   }
-  const int64_t entry = cut.row_begin / index.rows_per_entry;
-  const uint64_t from = index.positions[static_cast<size_t>(entry)];
-  const uint64_t to = cut.row_end == g.mcu_rows
-                          ? index.end_position
-                          : index.positions[static_cast<size_t>(cut.row_end / index.rows_per_entry)];
   out->clear();
-  out->reserve(static_cast<size_t>((to - from) / 8) * 101 / 100 + 2048);
+  out->reserve(static_cast<size_t>(kept_bits(index, cut) / 8) * 101 / 100 + 2048);
   out->push_back(0xFF);
   out->push_back(0xD8);
   for (const restarts::ByteRange& range : layout.kept) {
@@ -312,11 +307,12 @@ inline bool write_index_cut(const uint8_t* data, size_t size,
       uint8_t* field = out->data() + at + (layout.frame_size_offset - range.begin);
       field[0] = static_cast<uint8_t>(height >> 8);
       field[1] = static_cast<uint8_t>(height);
+      field[2] = static_cast<uint8_t>(width >> 8);
+      field[3] = static_cast<uint8_t>(width);
     }
   }
   huffman::BitWriter writer(out);
-  if (!write_synthetic_row(scan, index.predictors.data() + entry * index.components, &writer) ||
-      !append_data_bits(data, size, scan.scan_data_offset, from, to, &writer)) {
+  if (!write_cut_data(data, size, scan, codes, index, cut, &writer)) {
     return false;
   }
   writer.finish();
@@ -325,47 +321,52 @@ inline bool write_index_cut(const uint8_t* data, size_t size,
   return true;
 }
 
-// Everything before libjpeg sees the cut-out: plans the rows that cover the
+// Everything before libjpeg sees the cut-out: plans the MCUs that cover the
 // decoded region [top, bottom) x [left, right) (in pixels at scale_num / 8),
 // checks the serialized index against the file, and writes the cut-out into
-// `out`, with `cut_top` the file row at its row 0 (the window's row y is the
-// cut-out's row y - cut_top). Returns kIndexed when the cut-out is ready, else
-// why the caller must decode the ordinary way.
+// `out`, with (`cut_top`, `cut_left`) the file's pixel at its (0, 0): the
+// window's pixel (y, x) is the cut-out's (y - cut_top, x - cut_left).
+// Returns kIndexed when the cut-out is ready, else why the caller must decode
+// the ordinary way.
 inline IndexOutcome make_index_cut(const uint8_t* data, size_t size,
                                    const restarts::HeaderLayout& layout, const ScanLayout& scan,
                                    const uint8_t* index_bytes, size_t index_size, int scale_num,
                                    int64_t top, int64_t left, int64_t bottom, int64_t right,
-                                   std::vector<uint8_t>* out, int64_t* cut_top) {
-  // One segment per row: plan_cut then keeps every column and plans rows only.
-  restarts::ScanGeometry rows = scan.grid;
-  rows.interval = rows.mcus_per_row;
-  rows.segments_per_row = 1;
+                                   std::vector<uint8_t>* out, int64_t* cut_top, int64_t* cut_left) {
+  // plan_cut with one MCU per segment plans the MCUs the window needs; the
+  // entries widen them below.
+  restarts::ScanGeometry mcus = scan.grid;
+  mcus.interval = 1;
+  mcus.segments_per_row = mcus.mcus_per_row;
   restarts::Cut planned;
-  if (!restarts::plan_cut(rows, scale_num, top, left, bottom, right, &planned)) {
+  if (!restarts::plan_cut(mcus, scale_num, top, left, bottom, right, &planned)) {
     return IndexOutcome::kUnneeded;
   }
   Index index;
   if (!parse(index_bytes, index_size, &index)) {
     return IndexOutcome::kRefused;
   }
-  // The planning below reads the index's entries by the file's MCU rows: an index
-  // of another grid (another file's) is refused before any of them is read.
-  if (index.mcu_rows != scan.grid.mcu_rows || index.mcus_per_row != scan.grid.mcus_per_row) {
+  // The planning below reads the index's entries by the file's MCU grid: an
+  // index of another grid (another file's) is refused before any is read.
+  if (index.mcu_rows != scan.grid.mcu_rows || index.mcus_per_row != scan.grid.mcus_per_row ||
+      index.components != scan.components) {
     return IndexOutcome::kRefused;
   }
   IndexCut cut;
-  if (!plan_index_cut(index, scan.grid, planned.row_begin, planned.row_end, &cut) ||
-      !worth_cutting(index, scan.grid, cut)) {
+  if (!plan_index_cut(index, planned, &cut) || !worth_cutting(index, cut)) {
     return IndexOutcome::kUnneeded;
   }
   // The checksum of the whole file comes last: it is the largest cost here.
   if (!matches_file(index, data, size, scan)) {
     return IndexOutcome::kRefused;
   }
-  if (!write_index_cut(data, size, layout, scan, index, cut, out)) {
+  SyntheticCodes codes;
+  if (!codes.make(scan) || !lay_out(scan, codes, index, &cut) ||
+      !write_index_cut(data, size, layout, scan, codes, index, cut, out)) {
     return IndexOutcome::kCutFailed;
   }
   *cut_top = cut.top;
+  *cut_left = cut.left;
   return IndexOutcome::kIndexed;
 }
 

@@ -279,15 +279,21 @@ class JpegDecoder {
     return true;
   }
 
-  // Serializes this file's MCU-row index (one entry every `rows_per_entry`
-  // MCU rows) into `out`, or returns false when the file cannot be indexed
-  // (see index_scan.h and index_builder.h). Call after read_header.
-  bool build_index(int64_t rows_per_entry, std::vector<uint8_t>* out) const {
+  // Serializes this file's MCU index (an entry every `mcus_per_entry` MCUs
+  // of each row; 0 for the spacing of index_builder.h's budget) into `out`,
+  // or returns false when the file cannot be indexed (see index_scan.h and
+  // index_builder.h). Call after read_header.
+  bool build_index(int64_t mcus_per_entry, std::vector<uint8_t>* out) const {
     mcu_index::ScanLayout scan;
     restarts::HeaderLayout layout;
     mcu_index::Index index;
-    if (!index_scan(&scan, &layout) ||
-        !mcu_index::build(data_, size_, scan, rows_per_entry, &index)) {
+    if (!index_scan(&scan, &layout)) {
+      return false;
+    }
+    if (mcus_per_entry == 0) {
+      mcus_per_entry = mcu_index::budget_mcus_per_entry(size_, scan);
+    }
+    if (!mcu_index::build(data_, size_, scan, mcus_per_entry, &index)) {
       return false;
     }
     *out = mcu_index::serialize(index);
@@ -352,11 +358,14 @@ class JpegDecoder {
     }
     std::vector<uint8_t> bytes;
     int64_t cut_top = 0;
+    int64_t cut_left = 0;
     IndexOutcome outcome = mcu_index::make_index_cut(
         data_, size_, layout, scan, options_.index, options_.index_size, scale_num, decoded.y,
-        decoded.x, decoded.y + decoded.height, decoded.x + decoded.width, &bytes, &cut_top);
+        decoded.x, decoded.y + decoded.height, decoded.x + decoded.width, &bytes, &cut_top,
+        &cut_left);
     if (outcome == IndexOutcome::kIndexed &&
-        !decode_cut_out(bytes, Window{window.y - cut_top, window.x, window.height, window.width},
+        !decode_cut_out(bytes,
+                        Window{window.y - cut_top, window.x - cut_left, window.height, window.width},
                         decode_cut)) {
       outcome = IndexOutcome::kCutDecodeFailed;
     }
