@@ -2,9 +2,8 @@
 
 From the repository root (``make bench`` does the first, with BENCH_ARGS):
 
-    python -m bench                          # every part on generated and real files; 11.5 min with
-                                             # smaller counts on 2 busy cores, estimated 6-9 min idle
-                                             # (the first run also makes the images, 2-3 min)
+    python -m bench                          # every part on generated and real files
+                                             # (the first run also makes the images)
     python -m bench operator --repeats 20    # one part
     python -m bench classification --images real --rounds 5
     python -m bench --data ~/photos          # your own JPEGs for the operator and pipeline parts
