@@ -34,7 +34,9 @@ def local_ray():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [
         str(Path(custom_op.__file__).parents[1]), os.environ.get("PYTHONPATH")]))
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # A Ray of this module's own (address="local"): without it, ray.init joins whatever cluster it
+    # finds running on the machine (tests/test_ray_data.py's, in the other xdist worker).
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     before = ray_descendants(os.getpid())
     assert before, "no Ray process found below this one: the check would check nothing"
