@@ -35,6 +35,7 @@ from PIL import Image
 from synthetic import make_checkerboard, make_photo, make_smooth_noise
 from jpegenc import encode
 import _sdk_venvs
+import _longest_first
 
 Recipe = dict[str, Any]
 
@@ -265,6 +266,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "corpus(predicate): run a corpus_case test only on files whose recipe matches")
+    _longest_first.keep_the_order_in_xdist(config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long files first, so that the parallel workers finish together (_longest_first.py)."""
+    _longest_first.sort_longest_files_first(items)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

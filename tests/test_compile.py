@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import pathlib
@@ -186,13 +187,10 @@ def test_fake_kernel_checks_what_the_kernel_checks(tensors) -> None:
             tensors["rgb"], 0, 0, 8, 8, 70000, 8, 0, True, *rest)
 
 
-def test_operators_exist_right_after_import() -> None:
+def test_operators_exist_right_after_import(fresh_process) -> None:
     """Issue 24 item 2: torch.ops.custom_op_jpeg.* raised AttributeError until the first decode."""
-    assert _run_python("""
-import torch, custom_op
-print(torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default.name(),
-      torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default.name())
-""") == ["custom_op_jpeg::decode_and_crop_jpeg custom_op_jpeg::decode_and_resized_crop_jpeg"]
+    assert fresh_process.lines("after-import") == [
+        "custom_op_jpeg::decode_and_crop_jpeg custom_op_jpeg::decode_and_resized_crop_jpeg"]
 
 
 def _decode_errors(call) -> tuple[type, str]:
@@ -263,21 +261,74 @@ def _run_python(code: str) -> list[str]:
     return done.stdout.splitlines()
 
 
-def test_first_decode_of_a_process_may_be_inside_a_compiled_function(corpus_by_id) -> None:
-    """The public operators are defined at import; the first call's kernel loads the extension."""
-    path = pathlib.Path(__file__).parent / "_compile_first.jpg"  # removed below
-    path.write_bytes(corpus_by_id[FILES["rgb"]].data)
-    try:
-        lines = _run_python(f"""
-import sys, torch, custom_op
-data = torch.frombuffer(bytearray(open({str(path)!r}, "rb").read()), dtype=torch.uint8)
+#: One fresh process for the properties that need a process of their own, checked in this
+#: order (each section prints a marker line, then its results): the operators right after import,
+#: the process's first decode inside a compiled function, then an allocation failure eager and
+#: compiled under an address-space limit (last: the limit stays for the rest of the process).
+_FRESH_PROCESS = """
+import resource, sys, torch, custom_op
+print("== after-import")
+print(torch.ops.custom_op_jpeg.decode_and_crop_jpeg.default.name(),
+      torch.ops.custom_op_jpeg.decode_and_resized_crop_jpeg.default.name())
+print("== first-decode")
+data = torch.frombuffer(bytearray(open(sys.argv[1], "rb").read()), dtype=torch.uint8)
 crop = lambda data: custom_op.decode_and_crop_jpeg(data, 5, 6, 7, 8).float()
 out = torch.compile(crop, fullgraph=True, backend="aot_eager")(data)
 print("custom_op._C" in sys.modules, torch.equal(out, crop(data)))
-""")
-    finally:
-        path.unlink()
-    assert lines == ["True True"]
+print("== out-of-memory", flush=True)
+import test_hostile
+data = torch.frombuffer(bytearray(test_hostile._flat_progressive(16384, progressive=False)),
+                        dtype=torch.uint8)
+def decode(data, height, width):
+    return custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, max_memory=1 << 40).sum()
+compiled = torch.compile(decode, fullgraph=True, backend="aot_eager", dynamic=True)
+compiled(data, 8, 8)  # compiled now, under no limit
+with open("/proc/self/statm") as statm:
+    mapped = int(statm.read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.RLIM_INFINITY))
+for name, call in (("eager", decode), ("compiled", compiled)):
+    try:
+        call(data, 16384, 16384)  # an 805 MB output
+        print(name, "no-error")
+    except MemoryError as error:
+        print(name, "MemoryError", str(error).split(":")[0])
+    except Exception as error:
+        print(name, type(error).__name__, str(error).replace(" ", "_")[:200])
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class FreshProcess:
+    """What the _FRESH_PROCESS script printed, by section."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def lines(self, section: str) -> list[str]:
+        """The lines printed after ``== section`` up to the next marker (none if never reached)."""
+        lines = self.stdout.splitlines()
+        marker = f"== {section}"
+        assert marker in lines, (self.stdout, self.stderr[-3000:])
+        after = lines[lines.index(marker) + 1:]
+        ends = [n for n, line in enumerate(after) if line.startswith("== ")]
+        return after[:ends[0]] if ends else after
+
+
+@pytest.fixture(scope="module")
+def fresh_process(corpus_by_id, tmp_path_factory) -> FreshProcess:
+    """_FRESH_PROCESS run once in a new interpreter on the rgb file."""
+    path = tmp_path_factory.mktemp("fresh_process") / "first.jpg"
+    path.write_bytes(corpus_by_id[FILES["rgb"]].data)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
+    done = subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(path)], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=_REPO)
+    return FreshProcess(done.returncode, done.stdout, done.stderr)
+
+
+def test_first_decode_of_a_process_may_be_inside_a_compiled_function(fresh_process) -> None:
+    """The public operators are defined at import; the first call's kernel loads the extension."""
+    assert fresh_process.lines("first-decode") == ["True True"]
 
 
 def test_import_and_decode_leave_dynamo_unimported() -> None:
@@ -332,42 +383,17 @@ def test_operator_releases_the_gil_while_decoding() -> None:
     assert first_step - times["start"] < (times["end"] - times["start"]) / 2
 
 
-_OUT_OF_MEMORY = """
-import resource, torch, custom_op, test_hostile
-data = torch.frombuffer(bytearray(test_hostile._flat_progressive(16384, progressive=False)),
-                        dtype=torch.uint8)
-def decode(data, height, width):
-    return custom_op.decode_and_crop_jpeg(data, 0, 0, height, width, max_memory=1 << 40).sum()
-compiled = torch.compile(decode, fullgraph=True, backend="aot_eager", dynamic=True)
-compiled(data, 8, 8)  # compiled now, under no limit
-with open("/proc/self/statm") as statm:
-    mapped = int(statm.read().split()[0]) * resource.getpagesize()
-resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), resource.RLIM_INFINITY))
-for name, call in (("eager", decode), ("compiled", compiled)):
-    try:
-        call(data, 16384, 16384)  # an 805 MB output
-        print(name, "no-error")
-    except MemoryError as error:
-        print(name, "MemoryError", str(error).split(":")[0])
-    except Exception as error:
-        print(name, type(error).__name__, str(error).replace(" ", "_")[:200])
-"""
-
-
-def test_allocation_failure_is_memory_error_through_the_operator() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO), str(_REPO / "tests")])}
-    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=_REPO)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["eager MemoryError decode_and_crop_jpeg()",
-                                        "compiled MemoryError decode_and_crop_jpeg()"]
+def test_allocation_failure_is_memory_error_through_the_operator(fresh_process) -> None:
+    assert fresh_process.returncode == 0, fresh_process.stderr
+    assert fresh_process.lines("out-of-memory") == ["eager MemoryError decode_and_crop_jpeg()",
+                                                    "compiled MemoryError decode_and_crop_jpeg()"]
 
 
 def test_normalize_batch_compiles_with_fullgraph() -> None:
     normalize = NormalizeBatch(MEAN, STD)
     batch = torch.randint(0, 256, (2, 3, 16, 12), dtype=torch.uint8)
     torch._dynamo.reset()
-    compiled = torch.compile(normalize, fullgraph=True)
+    compiled = torch.compile(normalize, fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled(batch), normalize(batch))
 
 

@@ -28,6 +28,7 @@ import custom_op
 from custom_op import EncodedJpeg
 from synthetic import make_photo
 from _closeness import assert_close, psnr
+from _cpu_seed import seed_cpu
 
 # Files: small corpus files with every sampling of interest, and one photo-like file big enough
 # for DCT scaling to apply to typical crops.
@@ -96,7 +97,7 @@ def computed_resizes(sample):
 
 
 def run(transform, sample, seed: int):
-    torch.manual_seed(seed)
+    seed_cpu(seed)
     return transform(sample)
 
 
@@ -378,9 +379,9 @@ def test_resizes_without_antialias_are_exact(big_photo, transform) -> None:
     """Issue 24 item 5: without antialias, no path decodes at a reduced DCT scale, so the
     pixels equal torchvision's (a scaled decode gave 21-22 dB and up to 135 levels)."""
     for seed in SEEDS:
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         theirs = transform(decoded(big_photo))
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = transform(EncodedJpeg(big_photo))
         assert torch.equal(ours, theirs), f"seed {seed}: {psnr(ours, theirs):.1f} dB"
 
@@ -414,9 +415,9 @@ def test_tiny_resizes_give_torchvisions_pixels(big_photo, transform: str, interp
             "rrc-1": lambda: v2.RandomResizedCrop(1, interpolation=interpolation),
             "rrc-1x2": lambda: v2.RandomResizedCrop((1, 2), interpolation=interpolation)}[transform]
     for seed in SEEDS:
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         theirs = make()(tv_tensors.Image(decode_jpeg_output(big_photo)))
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = make()(EncodedJpeg(big_photo, exact=True, contiguous=contiguous))
         assert torch.equal(ours, theirs), f"seed {seed}"
         assert ours.is_contiguous() or not contiguous
@@ -440,8 +441,8 @@ def test_layout_following_random_ops_draw_the_same_pixels(big_photo, pipeline: s
     """Issue 24 item 7: randn_like follows its input's memory layout, so same seed, same pixels
     needs our output's layout to be what torchvision's pipeline on decode_jpeg's has."""
     for seed in SEEDS:
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         theirs = LAYOUT_FOLLOWING[pipeline]()(tv_tensors.Image(decode_jpeg_output(big_photo)))
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = LAYOUT_FOLLOWING[pipeline]()(EncodedJpeg(big_photo, exact=True))
         assert torch.equal(ours, theirs), f"seed {seed}"

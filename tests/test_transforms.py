@@ -31,6 +31,7 @@ from synthetic import make_smooth_noise
 from custom_op.transforms import (CenterCropJPEG, DecodeJPEG, NormalizeBatch, RandomCropJPEG,
                                   RandomResizedCropJPEG, ResizeJPEG)
 from _closeness import assert_close
+from _cpu_seed import seed_cpu
 
 if TYPE_CHECKING:
     from conftest import JpegCase
@@ -81,10 +82,10 @@ def _size_id(value) -> str:
 def test_random_crop_equals_v2_random_crop(corpus_by_id, case_id: str, size, seed: int) -> None:
     data = corpus_by_id[case_id].data
     full = full_decode(data)
-    torch.manual_seed(seed)
+    seed_cpu(seed)
     ours = RandomCropJPEG(size)(data)
     ours_next = torch.rand(1)
-    torch.manual_seed(seed)
+    seed_cpu(seed)
     reference = v2.RandomCrop(size)(full)
     reference_next = torch.rand(1)
     assert ours.shape == (3, *as_pair(size))
@@ -107,10 +108,10 @@ def test_random_crop_equals_v2_at_the_edges(corpus_by_id, case_id: str, size, mo
     full = full_decode(data, mode)
     transform = RandomCropJPEG(size, mode=mode)
     for seed in SEEDS:
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         crop = transform(data)
         after = torch.rand(1)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         reference = v2.RandomCrop(size)(full)
         assert type(crop) is tv_tensors.Image
         assert torch.equal(crop, reference), f"seed {seed}"
@@ -146,9 +147,9 @@ def test_image_smaller_than_size_fails_or_pads_as_torchvision(corpus_by_id, size
         RandomCropJPEG(size)(data)
     assert torch.equal(CenterCropJPEG(size)(data), v2.CenterCrop(size)(full))
     for seed in SEEDS:
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = RandomCropJPEG(size, pad_if_needed=True, fill=7)(data)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         assert torch.equal(ours, v2.RandomCrop(size, pad_if_needed=True, fill=7)(full))
 
 
@@ -169,9 +170,9 @@ def test_random_crop_in_a_v2_compose(corpus_by_id, seed: int) -> None:
                        v2.ToDtype(torch.float32, scale=True)])
     reference = v2.Compose([v2.RandomCrop((100, 150)), v2.RandomHorizontalFlip(),
                             v2.ToDtype(torch.float32, scale=True)])
-    torch.manual_seed(seed)
+    seed_cpu(seed)
     got = ours(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-    torch.manual_seed(seed)
+    seed_cpu(seed)
     expected = reference(full_decode(data))
     assert got.dtype == torch.float32 and got.shape == (3, 100, 150)
     assert torch.equal(got, expected)
@@ -238,18 +239,18 @@ def test_random_resized_crop_equals_v2(rrc_files, file_id: str, setting: str) ->
     for exact in (True, False):
         ours = RandomResizedCropJPEG(size, scale=scale, ratio=ratio, exact=exact)
         for seed in RRC_SEEDS:
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             params = theirs.make_params([full])
             state = torch.get_rng_state()
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             try:
                 expected = theirs(full)
             except RuntimeError as error:  # an empty fallback window, which torchvision refuses
-                torch.manual_seed(seed)
+                seed_cpu(seed)
                 with pytest.raises(type(error)):
                     ours(data)
                 continue
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             got = ours(data)
             assert torch.equal(state, torch.get_rng_state()), f"seed {seed}"
             scaled = choose_scale(params["height"], params["width"], size, True) < 8
@@ -269,9 +270,9 @@ def test_random_resized_crop_other_interpolations_equal_v2(rrc_files, file_id: s
     data = rrc_files[file_id]
     full = full_decode(data)
     for seed in range(16):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         got = RandomResizedCropJPEG(24, interpolation=interpolation)(data)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         assert torch.equal(got, v2.RandomResizedCrop(24, interpolation=interpolation)(full))
 
 
@@ -281,14 +282,14 @@ def test_random_resized_crop_output_shape(corpus_by_id, size, mode: str,
                                           channels: int) -> None:
     data = corpus_by_id["cmyk-444-base-q75-57x91"].data
     for seed in range(4):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         out = RandomResizedCropJPEG(size, mode=mode)(data)
         assert out.dtype == torch.uint8 and out.shape == (channels, *as_pair(size))
 
 
 def test_random_resized_crop_output_shape_on_rgb_and_gray(rrc_files) -> None:
     for file_id, data in rrc_files.items():
-        torch.manual_seed(0)
+        seed_cpu(0)
         assert RandomResizedCropJPEG((20, 30))(data).shape == (3, 20, 30), file_id
 
 
@@ -306,9 +307,9 @@ def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypa
                                       seek=False, contiguous=False, max_pixels=10**6,
                                       max_scans=9, max_memory=5 << 20,
                                       apply_exif_orientation=True)
-    torch.manual_seed(3)
+    seed_cpu(3)
     params = transform.make_params([custom_op.EncodedJpeg(data)])
-    torch.manual_seed(3)
+    seed_cpu(3)
     transform(data)
     window = (params["top"], params["left"], params["height"], params["width"])
     # index: None, as no dataset named this file for the index cache (custom_op/_index_cache.py).
@@ -336,9 +337,9 @@ def test_random_resized_crop_is_close_to_v2(corpus_by_id, size) -> None:
     data = corpus_by_id["420-prog-q100-257x256"].data
     full = full_decode(data)
     for seed in range(4):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = RandomResizedCropJPEG(size)(data)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         theirs = v2.RandomResizedCrop(size)(full)
         difference = (ours.float() - theirs.float()).abs().mean().item()
         assert difference < 10.0, f"seed {seed}: mean difference {difference:.2f}"
@@ -353,10 +354,10 @@ def test_random_resized_crop_on_a_decoded_image_equals_v2(rrc_files, size, setti
     for file_id in ("420-base-q90-120x200", "8x600"):
         full = full_decode(rrc_files[file_id])
         for seed in range(4):
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             ours = RandomResizedCropJPEG(size, scale, ratio, antialias=antialias)(full)
             state = torch.get_rng_state()
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             theirs = v2.RandomResizedCrop(size, scale, ratio, antialias=antialias)(full)
             assert ours.shape == (3, *as_pair(size))
             assert torch.equal(ours, theirs), f"{file_id} seed {seed}"
@@ -367,10 +368,10 @@ def test_random_resized_crop_on_a_decoded_image_equals_v2(rrc_files, size, setti
 def test_crops_on_a_decoded_image_equal_torchvision(corpus_by_id, case_id: str, size) -> None:
     full = full_decode(corpus_by_id[case_id].data, "unchanged")
     for seed in range(4):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         ours = RandomCropJPEG(size, mode="unchanged")(full)
         state = torch.get_rng_state()
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         assert torch.equal(ours, v2.RandomCrop(size)(full)), f"seed {seed}"
         assert torch.equal(state, torch.get_rng_state())
     center = CenterCropJPEG(size, mode="unchanged")(full)
@@ -385,9 +386,9 @@ def test_decoded_and_encoded_inputs_agree_for_crops(corpus_by_id, case_id: str) 
     full = full_decode(data)
     for transform in (RandomCropJPEG((17, 30)), CenterCropJPEG((17, 30))):
         for seed in range(4):
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             from_bytes = transform(data)
-            torch.manual_seed(seed)
+            seed_cpu(seed)
             assert torch.equal(transform(full), from_bytes), f"{transform} seed {seed}"
 
 
@@ -400,7 +401,7 @@ def test_decoded_input_gets_the_channels_of_mode(corpus_by_id) -> None:
     assert torch.equal(CenterCropJPEG((20, 30), mode="GRAY")(gray), window)
     expected = v2_functional.rgb_to_grayscale(v2_functional.center_crop(rgb, [20, 30]))
     assert torch.equal(CenterCropJPEG((20, 30), mode="gray")(rgb), expected)
-    torch.manual_seed(0)
+    seed_cpu(0)
     assert RandomResizedCropJPEG(16, mode="gray")(rgb).shape == (1, 16, 16)
     four = torch.zeros(4, 30, 40, dtype=torch.uint8)
     assert RandomCropJPEG(10, mode="unchanged")(four).shape == (4, 10, 10)
@@ -463,7 +464,7 @@ def test_random_resized_crop_in_a_v2_compose(corpus_by_id) -> None:
     data = corpus_by_id["420-prog-q100-257x256"].data
     pipeline = v2.Compose([RandomResizedCropJPEG(48), v2.RandomHorizontalFlip(),
                            v2.ToDtype(torch.float32, scale=True)])
-    torch.manual_seed(0)
+    seed_cpu(0)
     out = pipeline(torch.frombuffer(bytearray(data), dtype=torch.uint8))
     assert out.dtype == torch.float32 and out.shape == (3, 48, 48)
     assert "RandomResizedCropJPEG(size=(48, 48), scale=(0.08, 1.0)" in repr(pipeline)
@@ -487,14 +488,14 @@ def test_samples_with_labels_and_boxes_follow_torchvision(corpus_by_id) -> None:
     pipeline = [RandomResizedCropJPEG(64, exact=True), v2.RandomHorizontalFlip()]
     reference = [v2.RandomResizedCrop(64), v2.RandomHorizontalFlip()]
     for seed in range(8):
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         image, label = v2.Compose(pipeline)(data, 5)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         assert torch.equal(image, v2.Compose(reference)(full)) and label == 5
         target = {"boxes": boxes, "labels": torch.tensor([1, 2])}
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         image, got = v2.Compose(pipeline)(data, target)
-        torch.manual_seed(seed)
+        seed_cpu(seed)
         expected_image, expected = v2.Compose(reference)(full, target)
         assert torch.equal(image, expected_image)
         assert torch.equal(got["boxes"], expected["boxes"])
