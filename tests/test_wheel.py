@@ -71,12 +71,21 @@ first = time.perf_counter()
 from_operator = custom_op.decode_and_crop_jpeg(tensor, 8, 16, 32, 48)
 compiled = torch.compile(lambda t: custom_op.decode_and_crop_jpeg(t, 8, 16, 32, 48).float(),
                          backend="aot_eager", fullgraph=True)(tensor)
+# A window near the bottom right from the file's MCU index: cut out with the bundled libjpeg.
+height, width, _ = custom_op.jpeg_size(data)
+window = (height - 40, width - 72, 24, 48)
+stats_before = custom_op.index_stats()
+indexed = custom_op.decode_and_crop_jpeg(data, *window, index=custom_op.jpeg_index(data))
+index_outcomes = {outcome: count - stats_before[outcome]
+                  for outcome, count in custom_op.index_stats().items() if count != stats_before[outcome]}
 result = {
     "torch": torch.__version__, "libjpeg": custom_op.libjpeg_version(),
     "module": sys.modules["custom_op._C"].__file__,
     "has_operator": hasattr(torch.ops.custom_op_jpeg, "decode_and_crop_jpeg"),
     "bytes_equal_operator": torch.equal(from_bytes, from_operator),
     "compiled_equal": torch.equal(compiled, from_bytes.float()),
+    "index_equal": torch.equal(indexed, custom_op.decode_and_crop_jpeg(data, *window)),
+    "index_outcomes": index_outcomes,
     "torchvision": "torchvision" in sys.modules,
     "pixels": from_bytes.flatten().tolist(), "shape": list(from_bytes.shape),
     "import_s": imported - started, "first_decode_s": first - imported,
@@ -86,7 +95,7 @@ if "--torchvision" in sys.argv:
     import custom_op.transforms as T
     pipeline = v2.Compose([T.CenterCropJPEG((32, 48)), v2.ToDtype(torch.float32, scale=True)])
     out = pipeline(tensor)
-    full = custom_op.decode_and_crop_jpeg(data, 0, 0, 64, 96)
+    full = custom_op.decode_and_crop_jpeg(data, 0, 0, height, width)
     expected = v2.ToDtype(torch.float32, scale=True)(v2.CenterCrop((32, 48))(full))
     result["v2_equal"] = torch.equal(out, expected)
     # torchvision's and Pillow's own libjpeg in the same process as the wheel's static one.
@@ -196,10 +205,10 @@ def farms(tmp_path_factory, wheel) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def jpeg(tmp_path_factory) -> Path:
-    """A 64 x 96 photo-like 4:2:0 JPEG, and Pillow's decode of it beside it."""
+    """A 256 x 384 photo-like 4:2:0 JPEG, and Pillow's decode of it beside it."""
     rng = np.random.default_rng(23)
-    small = rng.integers(0, 256, (8, 12, 3), dtype=np.uint8)
-    pixels = np.asarray(Image.fromarray(small).resize((96, 64), Image.BICUBIC))
+    small = rng.integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    pixels = np.asarray(Image.fromarray(small).resize((384, 256), Image.BICUBIC))
     path = tmp_path_factory.mktemp("jpeg") / "photo.jpg"
     Image.fromarray(pixels).save(path, quality=90, subsampling="4:2:0")
     return path
@@ -227,6 +236,8 @@ def _assert_works(done: subprocess.CompletedProcess, result: dict, venv: WheelVe
     assert result["module"].startswith(str(venv.site / "custom_op" / "_prebuilt"))
     assert result["libjpeg"] == "3.1.0"
     assert result["has_operator"] and result["bytes_equal_operator"] and result["compiled_equal"]
+    # The MCU index works with the bundled libjpeg-turbo: cut out, not a fallback.
+    assert result["index_equal"] and result["index_outcomes"] == {"indexed": 1}, result
     # Pillow 12 bundles libjpeg-turbo 3.x too: same IDCT and upsampling, so
     # the pixels agree; 1 level allows another SIMD path's rounding.
     ours = np.array(result["pixels"], dtype=np.int16).reshape(result["shape"])
