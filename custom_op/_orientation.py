@@ -24,6 +24,8 @@ from typing import NamedTuple, Union
 
 import torch
 
+from ._core._native import tensor_bytes
+
 #: The Exif tag that holds the orientation, and the TIFF types it may be stored as.
 _ORIENTATION_TAG = 0x0112
 _SHORT, _LONG = 3, 4
@@ -57,9 +59,9 @@ TURNS = {
 
 
 def _as_bytes(data: Union[torch.Tensor, bytes, bytearray, memoryview]) -> memoryview:
-    """The file's first _SCAN_BYTES as a byte memoryview, without a copy."""
+    """The file's first _SCAN_BYTES as a byte memoryview (a copy of them for a tensor)."""
     if isinstance(data, torch.Tensor):
-        data = data.numpy()
+        return memoryview(tensor_bytes(data, _SCAN_BYTES))
     return memoryview(data).cast("B")[:_SCAN_BYTES]
 
 

@@ -78,6 +78,10 @@ stats_before = custom_op.index_stats()
 indexed = custom_op.decode_and_crop_jpeg(data, *window, index=custom_op.jpeg_index(data))
 index_outcomes = {outcome: count - stats_before[outcome]
                   for outcome, count in custom_op.index_stats().items() if count != stats_before[outcome]}
+# The core needs torch alone (no numpy in the 2.13 venv): the same window of the prepared file,
+# and the EXIF-aware header read of a tensor.
+prepared = custom_op.prepare_jpeg(tensor)
+displayed = custom_op.jpeg_size(tensor, apply_exif_orientation=True)
 result = {
     "torch": torch.__version__, "libjpeg": custom_op.libjpeg_version(),
     "module": sys.modules["custom_op._C"].__file__,
@@ -86,6 +90,8 @@ result = {
     "compiled_equal": torch.equal(compiled, from_bytes.float()),
     "index_equal": torch.equal(indexed, custom_op.decode_and_crop_jpeg(data, *window)),
     "index_outcomes": index_outcomes,
+    "prepared_equal": torch.equal(custom_op.decode_and_crop_jpeg(prepared, *window), indexed),
+    "displayed_size": list(displayed) == [height, width, 3],
     "torchvision": "torchvision" in sys.modules,
     "pixels": from_bytes.flatten().tolist(), "shape": list(from_bytes.shape),
     "import_s": imported - started, "first_decode_s": first - imported,
@@ -238,6 +244,7 @@ def _assert_works(done: subprocess.CompletedProcess, result: dict, venv: WheelVe
     assert result["has_operator"] and result["bytes_equal_operator"] and result["compiled_equal"]
     # The MCU index works with the bundled libjpeg-turbo: cut out, not a fallback.
     assert result["index_equal"] and result["index_outcomes"] == {"indexed": 1}, result
+    assert result["prepared_equal"] and result["displayed_size"], result
     # Pillow 12 bundles libjpeg-turbo 3.x too: same IDCT and upsampling, so
     # the pixels agree; 1 level allows another SIMD path's rounding.
     ours = np.array(result["pixels"], dtype=np.int16).reshape(result["shape"])

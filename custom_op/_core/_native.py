@@ -21,6 +21,7 @@ The first call loads the extension (building it in a cold source checkout).
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import warnings
 from typing import Optional, Sequence, Union
@@ -171,10 +172,18 @@ def decode_and_resized_crop_jpeg(data: Buffer, crop_y: int, crop_x: int, crop_he
                 max_pixels, max_scans, seek, contiguous, max_memory, index)
 
 
+def tensor_bytes(tensor: torch.Tensor, limit: Optional[int] = None) -> bytes:
+    """The first ``limit`` bytes (all by default) of a uint8 CPU tensor, copied without numpy:
+    the core needs torch alone, and ``Tensor.numpy()`` raises where numpy is not installed."""
+    tensor = tensor.contiguous()
+    size = tensor.numel() if limit is None else min(limit, tensor.numel())
+    return ctypes.string_at(tensor.data_ptr(), size) if size else b""
+
+
 def jpeg_index(data: Buffer) -> Optional[bytes]:
     """The serialized MCU-row index of the file, or None when it cannot be indexed."""
     index = call("_jpeg_index", as_tensor(data))
-    return index.numpy().tobytes() if index.numel() else None
+    return tensor_bytes(index) if index.numel() else None
 
 
 def index_stats() -> list[int]:
@@ -262,7 +271,7 @@ def prepare_jpeg(data: Buffer, max_pixels: int, max_scans: int, segment_width: i
     """(the prepared file's bytes, its restart interval, whether the input was progressive)."""
     prepared, interval, was_progressive = call("_prepare_jpeg", as_tensor(data), max_pixels,
                                                max_scans, segment_width, max_memory)
-    return prepared.numpy().tobytes(), interval, bool(was_progressive)
+    return tensor_bytes(prepared), interval, bool(was_progressive)
 
 
 def choose_scale(crop_height: float, crop_width: float, out_height: int, out_width: int,
