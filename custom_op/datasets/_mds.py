@@ -17,8 +17,6 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Optional
 
-import numpy as np
-
 from .._core._extras import require
 from .._torchvision._decode_options import DecodeOptions
 from ._encoded_records import EncodedRecords
@@ -30,20 +28,20 @@ __all__ = ["MdsJpegs"]
 IMAGE_FILE_ENCODINGS = ("jpeg", "png", "bytes")
 
 
-def _column_bytes(reader: Any, data: bytes, column: str) -> bytes:
-    """``column``'s bytes within one sample's ``data``, as MDS's reader lays them out."""
+def _columns(reader: Any, data: bytes) -> dict[str, bytes]:
+    """Each column's bytes within one sample's ``data``, as MDS's reader lays them out."""
     sizes = []
     offset = 0
     for size in reader.column_sizes:
-        if size is None:  # a variable-size column: its size leads the sample
-            size = int(np.frombuffer(data, np.uint32, 1, offset)[0])
+        if size is None:  # a variable-size column: its uint32 (little-endian) size leads the sample
+            size = int.from_bytes(data[offset:offset + 4], "little")
             offset += 4
         sizes.append(size)
+    columns = {}
     for name, size in zip(reader.column_names, sizes):
-        if name == column:
-            return data[offset:offset + size]
+        columns[name] = data[offset:offset + size]
         offset += size
-    raise ValueError(f"MdsJpegs: no column {column!r}; the columns are {reader.column_names}")
+    return columns
 
 
 def _dataset_name(dataset: Any) -> str:
@@ -134,15 +132,16 @@ class MdsJpegs(EncodedRecords):
     def record(self, index: int) -> tuple[bytes, Any, str]:
         shard_id, sample_in_shard = self.dataset.spanner[index]
         shard = self.dataset.shards[shard_id]
-        data = shard.get_sample_data(sample_in_shard)
+        # The columns were checked against every shard when the dataset was made.
+        columns = _columns(shard, shard.get_sample_data(sample_in_shard))
         label = None
         if self.label_column is not None:
-            label = self._label(shard, data)
-        return _column_bytes(shard, data, self.column), label, f"{self.name}: sample {index}"
+            label = self._label(shard, columns[self.label_column])
+        return columns[self.column], label, f"{self.name}: sample {index}"
 
-    def _label(self, shard: Any, data: bytes) -> Any:
-        """The label column decoded by MDS's own decoder for its encoding (an int, a str...)."""
+    def _label(self, shard: Any, stored: bytes) -> Any:
+        """The label column's bytes decoded by MDS's own decoder for its encoding (an int...)."""
         from streaming.base.format.mds.encodings import mds_decode
 
         encoding = shard.column_encodings[shard.column_names.index(self.label_column)]
-        return mds_decode(encoding, _column_bytes(shard, data, self.label_column))
+        return mds_decode(encoding, stored)
