@@ -314,8 +314,8 @@ class ComposeJPEG:
         self._first = steps[0] if self._window_of is not None else None
         #: An evaluation pipeline (a resize of the whole image first) decodes the whole image
         #: either way, so it always takes the exact route: timm's pixels, bit for bit, and the
-        #: model's published accuracy. DCT scaling there was up to 74 levels off
-        #: (bench/worst_error.py, the v2 recipe).
+        #: model's published accuracy; DCT scaling there would change pixels visibly
+        #: (bench/worst_error.py measures by how much).
         self._evaluation = self._window_of in (_resize_v1, _resize_keep_ratio_timm)
         rest = steps[1:] if self._window_of is not None else steps
         on_tensors = [_on_tensors(step) for step in rest]

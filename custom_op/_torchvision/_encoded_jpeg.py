@@ -198,10 +198,9 @@ class EncodedJpeg(tv_tensors.Image):
             see :func:`custom_op.decode_and_crop_jpeg`.
         strict: As for :func:`custom_op.decode_and_crop_jpeg`; True by default: damaged data raises
             JpegDecodeError naming ``source``. Pillow (ImageFolder, timm) also raises on a truncated
-            file, but decodes other corrupt entropy data silently, and torchvision's decode_jpeg
-            decodes both with a warning; ``strict=False`` gives that (damaged blocks gray). In a
-            dataset, ``on_error= "substitute"`` keeps an epoch going instead, logging each file
-            replaced (docs/torchvision.md, Decode options).
+            file, but decodes other corrupt entropy data silently, as ``strict=False`` does (damaged
+            blocks gray). In a dataset, ``on_error="substitute"`` keeps an epoch going instead,
+            logging each file replaced (docs/torchvision.md, Decode options).
         seek, max_pixels, max_scans, max_memory: As for
             :func:`custom_op.decode_and_crop_jpeg`.
         contiguous: If False (the default, as for the decode functions), decoded images have the
@@ -215,10 +214,9 @@ class EncodedJpeg(tv_tensors.Image):
         exact: If True, resizes never use DCT scaling: the window is decoded at full scale and
             resized by torchvision's own kernel, so the pixels equal torchvision's on a full decode
             at every size. If False (default), antialiased bilinear resizes to at most half the
-            window decode at 1/2, 1/4 or 1/8 scale: faster, but not torchvision's pixels. Worst case
-            measured by bench/worst_error.py on real and generated photos: RandomResizedCrop(224) 58
-            levels (31.5 dB PSNR), Resize(256) + CenterCrop(224) 74 levels (30.2 dB). For
-            evaluation, use exact (``evaluation_transform`` does by default).
+            window decode at 1/2, 1/4 or 1/8 scale: faster, but not torchvision's pixels
+            (bench/worst_error.py measures the worst difference). For evaluation, use exact
+            (``evaluation_transform`` does by default).
         apply_exif_orientation: If True, the image is the displayed one: the file's EXIF orientation
             (1 to 8) turns it, ``canvas_size`` is the displayed size, and every window and random
             draw of the transforms is in displayed coordinates; only the matching window of the
