@@ -23,7 +23,7 @@ from .._index_sidecar import (FOLDER_SIDECAR, SIDECAR_SUFFIX, SidecarEntry, Side
                               decode_sidecar, encode_sidecar, sidecar_of_folder,
                               sidecar_of_source)
 from .._core._errors import JpegDecodeError
-from .atomic import PRIVATE_FOLDER, flush_file
+from .atomic import PRIVATE_FOLDER, flush_file, write_bytes
 
 #: A temporary sidecar: hidden, the sidecar's name and the writing process's id.
 _TEMPORARY = re.compile(r"^\..*\.cjmi\.\d+\.tmp$")
@@ -64,8 +64,7 @@ def _write_atomically(path: str, data: bytes) -> None:
     """``data`` under ``path``, whole or not at all (see the module's note)."""
     folder, name = os.path.split(path)
     temporary = os.path.join(folder, f".{name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as file:
-        file.write(data)
+    write_bytes(data)(temporary)
     flush_file(temporary)
     os.replace(temporary, path)
 
