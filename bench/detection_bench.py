@@ -75,10 +75,10 @@ CUSTOM_PREPARED = "custom_op CocoJpegDetection, prepared files"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("detection pipeline")
     group.add_argument("--detection-files", type=int, default=60, help="800x533 files (default 60)")
-    group.add_argument("--detection-length", type=int, default=256,
-                       help="images per epoch (default 256: 8 batches of 32)")
-    group.add_argument("--detection-rounds", type=int, default=3,
-                       help="timed epochs of every pipeline, interleaved (default 3)")
+    group.add_argument("--detection-length", type=int, default=192,
+                       help="images per epoch (default 192: 6 batches of 32)")
+    group.add_argument("--detection-rounds", type=int, default=2,
+                       help="timed epochs of every pipeline, interleaved (default 2)")
 
 
 def write_annotations(path: pathlib.Path, image_folder: pathlib.Path, files: list[pathlib.Path],

@@ -70,8 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--eval-small", type=int, default=20, help="500x375 files (default 20)")
     group.add_argument("--eval-medium", type=int, default=20, help="800x533 files (default 20)")
     group.add_argument("--eval-large", type=int, default=5, help="2560x1600 files (default 5)")
-    group.add_argument("--eval-rounds", type=int, default=3,
-                       help="timed calls per method and file (default 3)")
+    group.add_argument("--eval-rounds", type=int, default=2,
+                       help="timed calls per method and file (default 2)")
 
 
 def _methods() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:

@@ -66,10 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("Hugging Face datasets")
     group.add_argument("--hf-files", type=int, default=120,
                        help="500x375 baseline files in the parquet dataset (default 120)")
-    group.add_argument("--hf-length", type=int, default=512,
-                       help="images per epoch (default 512: 8 batches of 64)")
-    group.add_argument("--hf-rounds", type=int, default=3,
-                       help="timed epochs of every pipeline, interleaved (default 3)")
+    group.add_argument("--hf-length", type=int, default=384,
+                       help="images per epoch (default 384: 6 batches of 64)")
+    group.add_argument("--hf-rounds", type=int, default=2,
+                       help="timed epochs of every pipeline, interleaved (default 2)")
 
 
 class PillowRows:

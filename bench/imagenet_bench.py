@@ -86,14 +86,14 @@ BATCH_TORCH_THREADS = ((1, BATCH_TARGET), (os.cpu_count() or 1, 1.8))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("imagenet benchmark")
-    group.add_argument("--windows", type=int, default=25,
-                       help="RandomResizedCrop windows per file (default 25)")
+    group.add_argument("--windows", type=int, default=12,
+                       help="RandomResizedCrop windows per file (default 12)")
     group.add_argument("--small-images", type=int, default=40, help="500x375 files (default 40)")
     group.add_argument("--large-images", type=int, default=8, help="2560x1600 files (default 8)")
     group.add_argument("--batch", type=int, default=32,
                        help="files of 500x375 in one batched call, reused cyclically (default 32)")
-    group.add_argument("--batch-rounds", type=int, default=15,
-                       help="timed batched calls per thread count (default 15)")
+    group.add_argument("--batch-rounds", type=int, default=8,
+                       help="timed batched calls per thread count (default 8)")
 
 
 def _methods() -> dict[str, Callable[..., Any]]:

@@ -82,8 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="files per size; a quarter of it for sizes over 2 megapixels (default 96)")
     group.add_argument("--lane-length", type=int, default=768,
                        help="images per epoch; a quarter (at least 384) over 2 megapixels (default 768)")
-    group.add_argument("--lane-rounds", type=int, default=3,
-                       help="timed epochs of every row, interleaved (default 3)")
+    group.add_argument("--lane-rounds", type=int, default=2,
+                       help="timed epochs of every row, interleaved (default 2)")
     group.add_argument("--lane-dali", type=pathlib.Path, default=None,
                        help="a Python with nvidia-dali-cuda120 (e.g. a venv's bin/python): adds "
                             "DALI's CPU pipeline as the dali_cpu row (bench/dali_epoch.py)")

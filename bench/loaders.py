@@ -86,6 +86,11 @@ def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = N
     The CPU time of the same span (this process and its workers, :func:`cpu_seconds`) per
     image counted goes to ``run.cpu_us_per_image``, one entry per epoch.
     """
+    # The list, not ``run`` itself, in run's closure: a function that names itself is a
+    # reference cycle, and the cycle would keep the loader's workers alive after its last
+    # use, until a garbage collection shut them down in the middle of a later timing.
+    cpu_per_image: list[float] = []
+
     def run() -> tuple[int, int]:
         arrivals, sizes, cpu_at_second = [], [], 0.0
         for batch in loader:
@@ -99,9 +104,9 @@ def steady_runner(loader: Iterable, after_batch: Callable[[Any], Any] | None = N
         if len(arrivals) < 4:
             raise ValueError(f"steady_runner: {len(arrivals)} batches, need at least 4")
         images = sum(sizes[2:])
-        run.cpu_us_per_image.append(1e6 * cpu / images)  # type: ignore[attr-defined]
+        cpu_per_image.append(1e6 * cpu / images)
         return images, arrivals[-1] - arrivals[1]
-    run.cpu_us_per_image = []  # type: ignore[attr-defined]
+    run.cpu_us_per_image = cpu_per_image  # type: ignore[attr-defined]
     run.loader = loader  # type: ignore[attr-defined]
     return run
 

@@ -116,10 +116,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("pipeline benchmark")
     group.add_argument("--workers", type=int, default=2, help="DataLoader num_workers (default 2)")
     group.add_argument("--batch-size", type=int, default=32, help="DataLoader batch_size (default 32)")
-    group.add_argument("--length", type=int, default=768,
-                       help="file names in each Dataset, i.e. images per epoch (default 768; the article: 10000)")
-    group.add_argument("--rounds", type=int, default=3,
-                       help="timed epochs of every configuration, interleaved (default 3)")
+    group.add_argument("--length", type=int, default=512,
+                       help="file names in each Dataset, i.e. images per epoch (default 512; the article: 10000)")
+    group.add_argument("--rounds", type=int, default=2,
+                       help="timed epochs of every configuration, interleaved (default 2)")
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:

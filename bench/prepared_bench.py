@@ -96,12 +96,12 @@ SETS = (_Set("800x533 baseline", 533, 800, False, "prepared_images", 2.8, None, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("prepared-files benchmark")
-    group.add_argument("--prepared-images", type=int, default=40,
-                       help="800x533 and 500x375 files per set (default 40)")
-    group.add_argument("--prepared-large-images", type=int, default=8,
-                       help="2560x1600 files (default 8)")
-    group.add_argument("--prepared-tool-rounds", type=int, default=3,
-                       help="runs of the prepare tool per layout and worker count (default 3)")
+    group.add_argument("--prepared-images", type=int, default=20,
+                       help="800x533 and 500x375 files per set (default 20)")
+    group.add_argument("--prepared-large-images", type=int, default=4,
+                       help="2560x1600 files (default 4)")
+    group.add_argument("--prepared-tool-rounds", type=int, default=2,
+                       help="runs of the prepare tool per layout and worker count (default 2)")
     group.add_argument("--prepared-windows", type=int, default=5,
                        help="windows per 800x533 file; 2560x1600 files get twice as many (default 5)")
 

@@ -66,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ray data")
     group.add_argument("--ray-sizes", default=DEFAULT_SIZES,
                        help=f"HxW of the files, comma-separated (default {DEFAULT_SIZES})")
-    group.add_argument("--ray-rounds", type=int, default=3,
-                       help="timed epochs of every row, interleaved (default 3)")
+    group.add_argument("--ray-rounds", type=int, default=2,
+                       help="timed epochs of every row, interleaved (default 2)")
     if not any(action.dest == "lane_files" for action in parser._actions):
         lane_bench.add_arguments(parser)  # files, epoch length, --photos, --json: the lane's
 
@@ -145,11 +145,11 @@ def _time_ray(tree: pathlib.Path, length: int, seed: int, epochs: int,
             "cpu_us_per_image": 1e6 * cpu / counted}
 
 
-def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
-    import ray
+def _local_rows(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
+    """lane_threads and torchvision_uint8 over ``tree``, timed interleaved; their loaders'
+    workers stopped when this returns, before Ray starts."""
     import torch
 
-    consumer = lane_bench._TrainingStepOnHost(args.lane_host_normalize)
     torch.manual_seed(args.seed)
     runners = {name: run for name, run in lane_bench._runners(
         tree, length, args.seed, args.lane_host_normalize).items() if name in ROWS}
@@ -158,13 +158,13 @@ def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict
             for name in runners}
     for name, row in rows.items():
         row["cpu_us_per_image"] = float(np.median(runners[name].cpu_us_per_image[1:]))
-    del runners  # stops the DataLoader's persistent workers before Ray starts
-    # A Ray of its own (address="local"), never a cluster that happens to run on the machine.
-    ray.init(address="local", num_cpus=ACTORS + 1, include_dashboard=False, log_to_driver=False)
-    try:
-        measured = _time_ray(tree, length, args.seed, args.ray_rounds + 1, consumer)
-    finally:
-        ray.shutdown()
+    return rows
+
+
+def _ray_row(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
+    """The ray_data row over ``tree``, in the Ray instance that runs."""
+    consumer = lane_bench._TrainingStepOnHost(args.lane_host_normalize)
+    measured = _time_ray(tree, length, args.seed, args.ray_rounds + 1, consumer)
     ray_row = loaders.summarise("ray_data", measured["rates"][1:] or measured["rates"],
                                 measured["rates"][0])
     ray_row.update(plan_s=measured["plan_s"], startup_s=measured["startup_s"],
@@ -172,13 +172,34 @@ def _run_tree(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict
                    steady_images_per_s=measured["steady_images_per_s"],
                    per_epoch_start_images_per_s=length / (
                        measured["startup_s"] + length / ray_row["median_images_per_s"]))
-    rows["ray_data"] = ray_row
+    return ray_row
+
+
+def _with_ratios(rows: dict[str, Any], tree: pathlib.Path, length: int) -> dict[str, Any]:
     for row in rows.values():
         for key, other in (("vs_torchvision_uint8", "torchvision_uint8"),
                            ("vs_lane_threads", "lane_threads")):
             row[key] = row["median_images_per_s"] / rows[other]["median_images_per_s"]
     return {"tree": str(tree), "length": length, "load_average": os.getloadavg(),
             "configs": [rows[name] for name in ROWS]}
+
+
+def _run_trees(args: argparse.Namespace, trees: dict[str, pathlib.Path],
+               length: int) -> dict[str, Any]:
+    """Every size's local rows first, then one Ray instance for every size's ray_data row."""
+    import ray
+
+    rows = {size: _local_rows(args, tree, length) for size, tree in trees.items()}
+    if not trees:
+        return {}
+    # A Ray of its own (address="local"), never a cluster that happens to run on the machine.
+    ray.init(address="local", num_cpus=ACTORS + 1, include_dashboard=False, log_to_driver=False)
+    try:
+        for size, tree in trees.items():
+            rows[size]["ray_data"] = _ray_row(args, tree, length)
+    finally:
+        ray.shutdown()
+    return {size: _with_ratios(rows[size], tree, length) for size, tree in trees.items()}
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
@@ -191,7 +212,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
                 trees[f"{h}x{w}"] = lane_bench._files(source, h, w, args.lane_files)
             except photos.PhotosUnavailable as error:
                 print(f"ray: {h}x{w} on {source.kind} images skipped: {error}", flush=True)
-    sizes = {size: _run_tree(args, tree, args.lane_length) for size, tree in trees.items()}
+    sizes = _run_trees(args, trees, args.lane_length)
     if args.json is not None:
         lane_bench._merge_json(args.json, f"ray-{source.kind}", sizes)
     return {"config": {"images": source.kind, "rounds": args.ray_rounds, "actors": ACTORS},

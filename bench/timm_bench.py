@@ -64,8 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="500x375 files of each encoding (default 120: the classification part's files)")
     group.add_argument("--timm-length", type=int, default=384,
                        help="images per epoch (default 384: 6 batches of 64)")
-    group.add_argument("--timm-rounds", type=int, default=3,
-                       help="timed epochs of every pipeline, interleaved (default 3)")
+    group.add_argument("--timm-rounds", type=int, default=2,
+                       help="timed epochs of every pipeline, interleaved (default 2)")
 
 
 def _datasets(tree: str, prepared: str) -> dict[str, Any]:
