@@ -89,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="800x533 and 500x375 files per set (default 20)")
     group.add_argument("--index-large-images", type=int, default=4,
                        help="2560x1600 files (default 4)")
-    group.add_argument("--index-windows", type=int, default=5,
-                       help="windows per file (default 5)")
+    group.add_argument("--index-windows", type=int, default=15,
+                       help="windows per file (default 15: a call takes about a millisecond, and "
+                            "where a window falls among the index's entries moves its time)")
     group.add_argument("--index-epoch-images", type=int, default=16,
                        help="2560x1600 generated files of the threads lane's epochs with the "
                             "index cache, sidecars or no index (bench/index_epochs.py; default "
