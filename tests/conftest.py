@@ -27,6 +27,9 @@ from typing import Any, Callable
 # in one folder per user across processes, and a graph compiled for an operator of another
 # checkout (another schema of the same name) is found there and called with its arguments.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="custom_op-tests-inductor-"))
+# One process compiles: the default pool of compile workers (one per core) starts a Python with
+# torch in each, seconds of start-up for the few kernels a test compiles.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import numpy as np
 import pytest

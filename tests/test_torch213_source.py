@@ -6,7 +6,8 @@ a newer wrapper builds with the newest torch alone; binding/aten_calls.h calls s
 operators through the dispatcher by name instead. Here the checkout is built from source in
 ``.venv-torch213`` (torch 2.13.0+cpu, no torchvision: ``make wheel-test-venv``), into a build
 folder of its own, and its decodes (the paths that call ATen by name: the HWC layout, the
-resize, the batch) equal this environment's.
+resize, the batch) equal this environment's, decoded with the build this checkout loads (made
+once per session: building it again here would compile the same key a second time).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
 import custom_op
+from custom_op._core import _native
 
 REPO = Path(__file__).resolve().parents[1]
 TORCH213 = REPO / ".venv-torch213" / "bin" / "python"
@@ -57,7 +60,13 @@ def _decodes(python: Path, jpeg: Path, build_dir: Path) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def test_source_build_on_torch_213_decodes_as_this_torch(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def this_environments_build() -> Path:
+    """The build folder of the module this checkout loads (built on first use if need be)."""
+    return Path(_native.module().__file__).parent.parent
+
+
+def test_source_build_on_torch_213_decodes_as_this_torch(tmp_path, this_environments_build) -> None:
     assert TORCH213.exists(), "make wheel-test-venv creates .venv-torch213"
     pixels = np.random.default_rng(12).integers(0, 256, (64, 96, 3), dtype=np.uint8)
     jpeg = tmp_path / "photo.jpg"
@@ -67,7 +76,7 @@ def test_source_build_on_torch_213_decodes_as_this_torch(tmp_path) -> None:
     old = _decodes(TORCH213, jpeg, tmp_path / "build213")
     assert old["torch"].startswith("2.13.")
     assert any((tmp_path / "build213").rglob("_C*.so")), "the checkout was built from source"
-    ours = _decodes(Path(sys.executable), jpeg, tmp_path / "build")
+    ours = _decodes(Path(sys.executable), jpeg, this_environments_build)
     old.pop("build"), ours.pop("build")  # each environment has its own build key
     assert ours["torch"] == torch.__version__ and ours.pop("torch") != old.pop("torch")
     assert old == ours
