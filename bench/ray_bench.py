@@ -12,7 +12,7 @@ pipelines:
 
   ray_data           custom_op.datasets.lane_map_epochs over read_binary_files: ONE Ray Data
                      execution of (rounds + 1) epochs' rows, each row drawn in its own epoch's
-                     stream, 2 actors of 1 CPU each decoding whole batches, started once;
+                     stream, 2 actors of 1 CPU each decoding blocks of 256, started once;
                      iter_torch_batches(batch_size=64) in the training process. Timed from its
                      first batch; its rounds are consecutive spans of one epoch's worth of
                      images each, the first left out as the warm-up. Its start (from the
@@ -35,7 +35,10 @@ image covers this process and every process below it (Ray's raylet, its
 workers and actors; the DataLoader's workers) over the timed span: the
 engine's overhead shows there; "per core" is its inverse, the images/s one
 core's CPU time delivers, which a loaded machine's images/s (a share of the
-cores, not the cores) does not show. With ``--photos DIR`` the rows read
+cores, not the cores) does not show. Ray's actors run ahead of the training
+loop (blocks wait in the object store), and the blocks decoded before the first
+span ends are counted in the timed span without their CPU: ray_data's CPU per
+image is low by that much; more --ray-rounds dilute it. With ``--photos DIR`` the rows read
 DIR's JPEGs as they are (every size found, one class), instead of files fitted
 to --ray-sizes. ``--json
 FILE`` writes ``{kind: {size: {ray_data, lane_threads, torchvision_uint8}}}``
@@ -60,6 +63,8 @@ from bench import images, lane_bench, loaders, photos, report
 ROWS = ("ray_data", "lane_threads", "torchvision_uint8")
 DEFAULT_SIZES = "375x500,533x800"
 ACTORS = 2
+#: Rows of a read block and of an actor's native call: the recipe's (docs/ray.md).
+BLOCK_ROWS = 256
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,12 +103,14 @@ def _ray_dataset(tree: pathlib.Path, length: int, seed: int, epochs: int) -> Any
     from custom_op.datasets import lane_map_epochs
 
     paths = sorted(str(path) for path in tree.rglob("*.jpg"))
-    # A block per batch, so that both actors have work from the start.
+    # Ray's cost is per block (a read task, an actor task, the object store, the driver's
+    # bookkeeping), so blocks of BLOCK_ROWS rows, one native call each; the training loop
+    # still takes batches of 64 (iter_torch_batches slices the blocks without a copy).
     files = ray.data.read_binary_files((paths * (length // len(paths) + 1))[:length],
                                        include_paths=True,
-                                       override_num_blocks=max(1, length // lane_bench.BATCH))
+                                       override_num_blocks=max(1, length // BLOCK_ROWS))
     decoded = lane_map_epochs({epoch: files for epoch in range(epochs)}, lane_bench._transform(),
-                              seed=seed, batch_size=lane_bench.BATCH, concurrency=ACTORS,
+                              seed=seed, batch_size=BLOCK_ROWS, concurrency=ACTORS,
                               num_cpus=1)
     return decoded
 

@@ -151,7 +151,7 @@ class LaneDecoder:
 
 
 def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int, epoch: int = 0,
-                     batch_size: int = 64, concurrency: int = 1, num_cpus: float = 1,
+                     batch_size: int = 256, concurrency: int = 1, num_cpus: float = 1,
                      **decoder_options: Any) -> Any:
     """``dataset`` decoded by :class:`LaneDecoder` in a pool of Ray actors: one epoch's batches.
 
@@ -159,8 +159,11 @@ def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int
         dataset: A ``ray.data.Dataset`` of encoded images (``read_binary_files(...,
             include_paths=True)``, ``read_parquet``, ``read_webdataset``).
         transform, seed, epoch: as :class:`LaneDecoder`.
-        batch_size: Rows per native batch call (the batches the training loop
-            iterates may differ: ``iter_torch_batches(batch_size=...)``).
+        batch_size: Rows per native batch call and per actor task (the batches the
+            training loop iterates may differ: ``iter_torch_batches(batch_size=...)``
+            slices them without a copy). Ray's own cost (a task, the object store, the
+            driver's bookkeeping) is paid per block, whatever its rows: a few hundred
+            rows spread it thin.
         concurrency: Actors decoding at once (the pool's size).
         num_cpus: CPUs each actor reserves; each decodes on one native thread.
         decoder_options: :class:`LaneDecoder`'s column, label, options and
@@ -191,7 +194,7 @@ def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int
 
 
 def lane_map_epochs(epochs: Mapping[int, Any], transform: Callable[[Any], Any], *, seed: int,
-                    batch_size: int = 64, concurrency: int = 1, num_cpus: float = 1,
+                    batch_size: int = 256, concurrency: int = 1, num_cpus: float = 1,
                     **decoder_options: Any) -> Any:
     """Several epochs decoded in one Ray Data execution: one pool of actors starts once.
 
