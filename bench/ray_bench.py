@@ -11,11 +11,12 @@ cores, the same RandomResizedCrop(224) + flip batches of 64 come from three
 pipelines:
 
   ray_data           custom_op.datasets.lane_map_epochs over read_binary_files: ONE Ray Data
-                     execution of (rounds + 1) epochs' rows, each row drawn in its own epoch's
+                     execution of (rounds + 2) epochs' rows, each row drawn in its own epoch's
                      stream, 2 actors of 1 CPU each decoding blocks of 256, started once;
                      iter_torch_batches(batch_size=64) in the training process. Timed from its
                      first batch; its rounds are consecutive spans of one epoch's worth of
-                     images each, the first left out as the warm-up. Its start (from the
+                     images each, the first left out as the warm-up and the last epoch
+                     consumed untimed (the actors decode ahead: see _time_ray). Its start (from the
                      iteration's start to the first batch: the actors' processes, torch
                      imported in each, the first blocks read and decoded) is its own column,
                      startup s (the dataset's plan, made once, is plan_s in the JSON), and
@@ -36,9 +37,9 @@ workers and actors; the DataLoader's workers) over the timed span: the
 engine's overhead shows there; "per core" is its inverse, the images/s one
 core's CPU time delivers, which a loaded machine's images/s (a share of the
 cores, not the cores) does not show. Ray's actors run ahead of the training
-loop (blocks wait in the object store), and the blocks decoded before the first
-span ends are counted in the timed span without their CPU: ray_data's CPU per
-image is low by that much; more --ray-rounds dilute it. With ``--photos DIR`` the rows read
+loop (blocks wait in the object store): the timed span of ray_data starts and
+ends with the pipeline full, an epoch before the execution ends, so that the
+blocks decoded ahead at its start and at its end cancel. With ``--photos DIR`` the rows read
 DIR's JPEGs as they are (every size found, one class), instead of files fitted
 to --ray-sizes. ``--json
 FILE`` writes ``{kind: {size: {ray_data, lane_threads, torchvision_uint8}}}``
@@ -115,19 +116,21 @@ def _ray_dataset(tree: pathlib.Path, length: int, seed: int, epochs: int) -> Any
     return decoded
 
 
-def _time_ray(tree: pathlib.Path, length: int, seed: int, epochs: int,
+def _time_ray(tree: pathlib.Path, length: int, seed: int, rounds: int,
               consumer: Any) -> dict[str, Any]:
     """Ray's phase: its start (to the first batch), then the rate of each consecutive span of
-    one epoch's worth of images (the first timed from the first batch), and the CPU per image
-    of every process below this one after the first span, as the other rows leave out their
-    warm-up epoch (the second actor may still be starting during the first)."""
+    one epoch's worth of images: a warm-up span (timed from the first batch; the second actor
+    may still be starting), ``rounds`` timed spans, and a last epoch consumed untimed. The
+    actors decode ahead of the training loop, so the timed spans and their CPU (every process
+    below this one) run from one full pipeline to another: ending the timing at the
+    execution's end would count the blocks decoded ahead without their CPU."""
     start = time.perf_counter()
-    decoded = _ray_dataset(tree, length, seed, epochs)
+    decoded = _ray_dataset(tree, length, seed, rounds + 2)
     # The plan is made once, however many epochs; the start is every execution's.
     planned = time.perf_counter()
     first = None
     rates, span_start, images, done = [], 0.0, 0, 0
-    cpu_after_first_span = after_first_span = None
+    cpu_marks, time_marks = [], []
     for batch in decoded.iter_torch_batches(batch_size=lane_bench.BATCH):
         consumer((batch["image"],))
         now, size = time.perf_counter(), int(batch["image"].shape[0])
@@ -136,20 +139,18 @@ def _time_ray(tree: pathlib.Path, length: int, seed: int, epochs: int,
             first = span_start = now
             continue
         images += size
-        if done % length == 0:
+        if done % length == 0 and len(rates) <= rounds:
             rates.append(images / (now - span_start))
             span_start, images = now, 0
-            if cpu_after_first_span is None:
-                cpu_after_first_span, after_first_span, counted = _tree_cpu_seconds(), now, 0
-                continue
-        if cpu_after_first_span is not None:
-            counted += size
-    if cpu_after_first_span is None or counted == 0:
-        raise ValueError(f"bench ray: {done} images, need at least 2 epochs of {length}")
-    cpu = _tree_cpu_seconds() - cpu_after_first_span
+            if len(rates) == 1 or len(rates) == rounds + 1:
+                cpu_marks.append(_tree_cpu_seconds())
+                time_marks.append(now)
+    if len(rates) < rounds + 1:
+        raise ValueError(f"bench ray: {done} images, need {rounds + 2} epochs of {length}")
+    counted = rounds * length
     return {"plan_s": planned - start, "startup_s": first - planned, "rates": rates,
-            "steady_images_per_s": counted / (now - after_first_span),
-            "cpu_us_per_image": 1e6 * cpu / counted}
+            "steady_images_per_s": counted / (time_marks[1] - time_marks[0]),
+            "cpu_us_per_image": 1e6 * (cpu_marks[1] - cpu_marks[0]) / counted}
 
 
 def _local_rows(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
@@ -171,7 +172,7 @@ def _local_rows(args: argparse.Namespace, tree: pathlib.Path, length: int) -> di
 def _ray_row(args: argparse.Namespace, tree: pathlib.Path, length: int) -> dict[str, Any]:
     """The ray_data row over ``tree``, in the Ray instance that runs."""
     consumer = lane_bench._TrainingStepOnHost(args.lane_host_normalize)
-    measured = _time_ray(tree, length, args.seed, args.ray_rounds + 1, consumer)
+    measured = _time_ray(tree, length, args.seed, args.ray_rounds, consumer)
     ray_row = loaders.summarise("ray_data", measured["rates"][1:] or measured["rates"],
                                 measured["rates"][0])
     ray_row.update(plan_s=measured["plan_s"], startup_s=measured["startup_s"],
