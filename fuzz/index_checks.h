@@ -282,6 +282,35 @@ Bytes sealed_stream(const mi::Index& index, Write write) {
   return out;
 }
 
+// Whether residuals of every magnitude, in runs that drive the parameter up
+// and down (escapes, the largest residual, the reader's byte-by-byte tail),
+// read back as written, the stream ending at its padding.
+bool rice_round_trip() {
+  std::vector<uint64_t> residuals = {0, 1, 2, 1000, (uint64_t{1} << coding::kMaxResidualBits) - 1, 0, 3};
+  uint64_t state = 35;
+  for (int i = 0; i < 3000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int magnitude = static_cast<int>((state >> 58) % coding::kMaxResidualBits) * (i / 1000 + 1) / 3;
+    residuals.push_back((state >> 7) & ((uint64_t{1} << magnitude) - 1));
+  }
+  Bytes stream;
+  coding::BitWriter writer(&stream);
+  coding::RiceContext written;
+  for (uint64_t residual : residuals) {
+    coding::put_rice(residual, &written, &writer);
+  }
+  writer.finish();
+  coding::BitReader reader(stream.data(), stream.size());
+  coding::RiceContext read;
+  for (uint64_t residual : residuals) {
+    uint64_t got = 0;
+    if (!coding::get_rice(&read, &reader, &got) || got != residual) {
+      return false;
+    }
+  }
+  return reader.at_padded_end();
+}
+
 bool check_index_coding() {
   Case c("the index's bit code");
   const mi::Index extreme = extreme_index();
@@ -290,6 +319,7 @@ bool check_index_coding() {
   c.expect(mi::parse(bytes.data(), bytes.size(), &parsed) && parsed.positions == extreme.positions &&
                parsed.predictors == extreme.predictors && parsed.end_position == extreme.end_position,
            "extreme entries do not survive the serialized form");
+  c.expect(rice_round_trip(), "residuals do not survive the Rice code");
   auto expect_refused = [&](const Bytes& bad, const std::string& what) {
     mi::Index unused;
     c.expect(!mi::parse(bad.data(), bad.size(), &unused), what + " was accepted");
@@ -303,9 +333,9 @@ bool check_index_coding() {
   expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) { b->zeros(24); b->bits(1, 1); b->bits(0, 6); }),
                  "an escape of bit length 0");
   expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) {
-                   b->zeros(24); b->bits(1, 1); b->bits(58, 6); b->bits(~uint64_t{0}, 57);
+                   b->zeros(24); b->bits(1, 1); b->bits(57, 6); b->bits(~uint64_t{0}, 56);
                  }),
-                 "an escape of bit length 58");
+                 "an escape of bit length 57");
   const uint64_t data_bits = (extreme.file_size - extreme.scan_data_offset) * 8;
   expect_refused(sealed_stream(extreme, [&](coding::BitWriter* b) {
                    coding::RiceContext context;

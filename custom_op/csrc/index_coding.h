@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace custom_op {
@@ -25,18 +26,25 @@ namespace index_coding {
 constexpr int kRiceEscape = 24;
 constexpr int kRiceWindow = 32;
 // The longest residual the code carries: a bit length that fits one read of
-// the reader's buffer (57 bits at least after a refill).
-constexpr int kMaxResidualBits = 57;
+// the reader's buffer (56 bits at least after a refill, while bytes remain).
+constexpr int kMaxResidualBits = 56;
+
+inline int bit_length(uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
 
 // One context's running statistics and the parameter they give.
 class RiceContext {
  public:
+  // With sum and count of bit lengths s and c, count << (s - c + 1) > sum
+  // and count << (s - c - 1) < sum: the parameter is s - c or s - c + 1.
   int parameter() const {
-    int k = 0;
-    while (k < kMaxResidualBits && (count_ << k) < sum_) {
+    int k = bit_length(sum_) - bit_length(count_);
+    if (k < 0) {
+      return 0;
+    }
+    if ((count_ << k) < sum_) {
       ++k;
     }
-    return k;
+    return k < kMaxResidualBits ? k : kMaxResidualBits;
   }
 
   // Residuals are under 2^kMaxResidualBits and the sum halves every
@@ -54,14 +62,12 @@ class RiceContext {
   uint64_t count_ = 1;
 };
 
-inline int bit_length(uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
-
 // Appends codes to a byte vector, most significant bit first.
 class BitWriter {
  public:
   explicit BitWriter(std::vector<uint8_t>* out) : out_(out) {}
 
-  // The low `n` bits of `v`, n <= 57: with under 8 bits pending, they fit
+  // The low `n` bits of `v`, n <= 56: with under 8 bits pending, they fit
   // the 64-bit buffer together.
   void bits(uint64_t v, int n) {
     if (n == 0) {
@@ -116,7 +122,7 @@ class BitReader {
  public:
   BitReader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
 
-  // `n` bits (n <= 57) into `v`.
+  // `n` bits (n <= 56) into `v`.
   bool bits(int n, uint64_t* v) {
     refill();
     if (count_ < n) {
@@ -136,7 +142,7 @@ class BitReader {
       if (count_ == 0) {
         return false;
       }
-      // The buffer's bits past count_ are 0, so a lead within count_ is a 1.
+      // Only a 1 within count_ ends the run (see buffer_).
       const int lead = buffer_ == 0 ? 64 : __builtin_clzll(buffer_);
       if (lead < count_) {
         seen += lead;
@@ -153,11 +159,44 @@ class BitReader {
     return seen <= limit;
   }
 
+  // A code of quotient under kRiceEscape and parameter k read at once when
+  // the buffer holds all of it (nearly every code), into `residual`; false,
+  // having read nothing, otherwise.
+  bool short_code(int k, uint64_t* residual) {
+    refill();
+    const int lead = buffer_ == 0 ? 64 : __builtin_clzll(buffer_);
+    if (lead >= kRiceEscape || lead + 1 + k > count_) {
+      return false;
+    }
+    const uint64_t rest = buffer_ << lead << 1;
+    *residual = static_cast<uint64_t>(lead) << k | (k == 0 ? 0 : rest >> (64 - k));
+    consume(lead + 1 + k);
+    return true;
+  }
+
   // Whether everything was read but the last byte's padding, all 0 bits.
   bool at_padded_end() const { return pos_ == size_ && count_ < 8 && buffer_ == 0; }
 
  private:
+  // Tops the buffer up to 56 bits or more while bytes remain: one 8-byte
+  // load where 8 remain (its bits past the whole bytes taken land where
+  // those bytes' own bits will), else byte by byte.
   void refill() {
+    if (count_ >= 56) {
+      return;
+    }
+    if (size_ - pos_ >= 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, data_ + pos_, 8);  // One load; the stream is big-endian.
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      word = __builtin_bswap64(word);
+#endif
+      buffer_ |= word >> count_;
+      const int taken = (63 - count_) >> 3;
+      pos_ += static_cast<size_t>(taken);
+      count_ += 8 * taken;
+      return;
+    }
     while (count_ <= 56 && pos_ < size_) {
       buffer_ |= static_cast<uint64_t>(data_[pos_++]) << (56 - count_);
       count_ += 8;
@@ -172,14 +211,21 @@ class BitReader {
   const uint8_t* data_;
   size_t size_;
   size_t pos_ = 0;
-  uint64_t buffer_ = 0;  // The next bits, left-aligned; the bits past count_ are 0.
+  // The next bits, left-aligned; the bits past count_ are 0 or those the
+  // next bytes hold (so a 1 found past count_ is not taken for a code's).
+  uint64_t buffer_ = 0;
   int count_ = 0;
 };
 
 // Reads one residual written by put_rice with the same context, then adapts
-// the context.
-inline bool get_rice(RiceContext* context, BitReader* in, uint64_t* residual) {
+// the context. Always inlined: a call keeps the reader's buffer in memory,
+// and every code then waits for the previous one's store.
+[[gnu::always_inline]] inline bool get_rice(RiceContext* context, BitReader* in, uint64_t* residual) {
   const int k = context->parameter();
+  if (in->short_code(k, residual)) {
+    context->update(*residual);
+    return true;
+  }
   int quotient = 0;
   if (!in->unary(kRiceEscape, &quotient)) {
     return false;

@@ -288,28 +288,30 @@ inline bool get_entries(index_coding::BitReader* bits, Index* index) {
   const uint64_t data_bits = (index->file_size - index->scan_data_offset) * 8;
   index->positions.assign(static_cast<size_t>(entries), 0);
   index->predictors.assign(static_cast<size_t>(entries * components), 0);
+  uint64_t* positions = index->positions.data();
+  int32_t* predictors = index->predictors.data();
   for (int64_t e = 1; e < entries; ++e) {
+    const int64_t reference = reference_entry(e, per_row);
+    const uint64_t predicted = reference >= 1 ? positions[reference] - positions[reference - 1] : 0;
     uint64_t residual = 0;
     if (!get_rice(&position_context, bits, &residual)) {
       return false;
     }
-    const int64_t step =
-        static_cast<int64_t>(predicted_step(index->positions, e, per_row)) + unzigzag(residual);
-    if (step <= 0 || static_cast<uint64_t>(step) > data_bits - index->positions[e - 1]) {
+    const int64_t step = static_cast<int64_t>(predicted) + unzigzag(residual);
+    if (step <= 0 || static_cast<uint64_t>(step) > data_bits - positions[e - 1]) {
       return false;
     }
-    index->positions[e] = index->positions[e - 1] + static_cast<uint64_t>(step);
-    const int64_t reference = reference_entry(e, per_row);
+    positions[e] = positions[e - 1] + static_cast<uint64_t>(step);
     for (int c = 0; c < components; ++c) {
       if (!get_rice(&predictor_context[c], bits, &residual) ||
           residual > 4 * static_cast<uint64_t>(kMaxPredictor)) {
         return false;
       }
-      const int64_t value = index->predictors[reference * components + c] + unzigzag(residual);
+      const int64_t value = predictors[reference * components + c] + unzigzag(residual);
       if (value <= -kMaxPredictor || value >= kMaxPredictor) {
         return false;
       }
-      index->predictors[e * components + c] = static_cast<int32_t>(value);
+      predictors[e * components + c] = static_cast<int32_t>(value);
     }
   }
   uint64_t last = 0;
