@@ -97,9 +97,23 @@ class BitWriter {
   int pending_ = 0;
 };
 
+// Counts the bits a BitWriter would write, for sizes measured without
+// writing (index_builder.h's budget).
+class BitCounter {
+ public:
+  void bits(uint64_t, int n) { count_ += static_cast<uint64_t>(n); }
+  void zeros(int n) { count_ += static_cast<uint64_t>(n); }
+  void finish() {}
+  uint64_t bytes() const { return (count_ + 7) / 8; }
+
+ private:
+  uint64_t count_ = 0;
+};
+
 // Writes `residual` (under 2^kMaxResidualBits) with the context's parameter,
-// then adapts the context.
-inline void put_rice(uint64_t residual, RiceContext* context, BitWriter* out) {
+// then adapts the context. `Writer`: BitWriter or BitCounter.
+template <typename Writer>
+void put_rice(uint64_t residual, RiceContext* context, Writer* out) {
   const int k = context->parameter();
   const uint64_t quotient = residual >> k;
   if (quotient < kRiceEscape) {

@@ -171,10 +171,11 @@ inline uint64_t predicted_step(const std::vector<uint64_t>& positions, int64_t e
   return reference >= 1 ? step_to(positions, reference) : 0;
 }
 
-// The entries after the first as the bit stream of the top of this file.
-inline void put_entries(const Index& index, std::vector<uint8_t>* out) {
+// The entries after the first as the bit stream of the top of this file,
+// into `bits` (index_coding.h's BitWriter or BitCounter).
+template <typename Writer>
+void put_entries(const Index& index, Writer* bits) {
   using index_coding::put_rice;
-  index_coding::BitWriter bits(out);
   index_coding::RiceContext position_context;
   index_coding::RiceContext predictor_context[kMaxComponents];
   const int64_t entries = index.entries();
@@ -183,16 +184,16 @@ inline void put_entries(const Index& index, std::vector<uint8_t>* out) {
   for (int64_t e = 1; e < entries; ++e) {
     const int64_t step = static_cast<int64_t>(step_to(index.positions, e));
     put_rice(zigzag(step - static_cast<int64_t>(predicted_step(index.positions, e, per_row))),
-             &position_context, &bits);
+             &position_context, bits);
     const int64_t reference = reference_entry(e, per_row);
     for (int c = 0; c < components; ++c) {
       put_rice(zigzag(static_cast<int64_t>(index.predictors[e * components + c]) -
                       index.predictors[reference * components + c]),
-               &predictor_context[c], &bits);
+               &predictor_context[c], bits);
     }
   }
-  put_rice(index.end_position - index.positions[entries - 1], &position_context, &bits);
-  bits.finish();
+  put_rice(index.end_position - index.positions[entries - 1], &position_context, bits);
+  bits->finish();
 }
 
 // The serialized form's fields before the entries (see the top of this
@@ -218,9 +219,19 @@ inline void put_header(const Index& index, std::vector<uint8_t>* out) {
 inline std::vector<uint8_t> serialize(const Index& index) {
   std::vector<uint8_t> out;
   put_header(index, &out);
-  put_entries(index, &out);
+  index_coding::BitWriter bits(&out);
+  put_entries(index, &bits);
   put_le64(file_hash(out.data(), out.size()), &out);
   return out;
+}
+
+// The size of serialize(index), counted without writing the entries.
+inline size_t serialized_size(const Index& index) {
+  std::vector<uint8_t> header;
+  put_header(index, &header);
+  index_coding::BitCounter bits;
+  put_entries(index, &bits);
+  return header.size() + static_cast<size_t>(bits.bytes()) + 8;
 }
 
 // Reads what serialize() wrote, bounds-checked at every byte.
