@@ -2,10 +2,10 @@
 parquet file, written by ``python -m custom_op.prepare --index-only SRC`` and read by the
 index cache (_index_cache.py). The JPEGs themselves are never touched.
 
-Format, version 1 (all integers little-endian)::
+Format, version 2 (all integers little-endian)::
 
     magic      8 bytes  b"CJMIDX\\r\\n"
-    version    u32      1
+    version    u32      2 (its indexes are of the core's index format 3)
     stamp      u64 size, i64 mtime_ns   of the shard or parquet file it describes (0, 0 for a folder)
     count      u32      entries
     entries    count x (u16 name length, name in UTF-8, u64 size, i64 mtime_ns,
@@ -30,7 +30,9 @@ from typing import Iterable, Optional
 FOLDER_SIDECAR = ".custom_op-index.cjmi"
 #: A shard's or parquet file's sidecar is its name with this appended.
 SIDECAR_SUFFIX = ".cjmi"
-SIDECAR_VERSION = 1
+#: Bumped with the core's index format, so that a sidecar of indexes the core would refuse
+#: one by one is refused as a whole: prepare --index-only rewrites it, the cache builds instead.
+SIDECAR_VERSION = 2
 _MAGIC = b"CJMIDX\r\n"
 _HEAD = struct.Struct("<8sIQqI")
 _ENTRY = struct.Struct("<QqI")
@@ -88,7 +90,8 @@ def decode_sidecar(data: bytes) -> tuple[tuple[int, int], dict[str, SidecarEntry
     body, (checksum,) = data[:-_CHECKSUM.size], _CHECKSUM.unpack(data[-_CHECKSUM.size:])
     magic, version, size, mtime_ns, count = _HEAD.unpack_from(body)
     if version != SIDECAR_VERSION:
-        raise SidecarError(f"sidecar version {version}, this custom_op reads {SIDECAR_VERSION}")
+        raise SidecarError(f"sidecar version {version}, this custom_op reads {SIDECAR_VERSION}: "
+                           "python -m custom_op.prepare --index-only rewrites it")
     if zlib.crc32(body) != checksum:
         raise SidecarError("the sidecar's checksum does not match its bytes")
     entries: dict[str, SidecarEntry] = {}

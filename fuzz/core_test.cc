@@ -912,6 +912,7 @@ int main(int argc, char** argv) {
   auto count = [&](bool ok) { ok ? ++passed : ++failed; };
   count(check_kernels());
   count(check_mirror());
+  count(check_index_coding());
   uint64_t seed = 0;
   Bytes previous_index;  // Another file's index, which each file's decode must refuse.
   for (const std::string& path : paths) {

@@ -12,8 +12,12 @@
 //   - the index is refused, and the pixels stay exact, when any one of its
 //     bytes is flipped, when it is cut short at any length, when it carries a
 //     stale file checksum (re-sealed), when it is another file's index, and
-//     when it claims the previous format version;
-//   - a forged index (positions moved, re-sealed) never crashes the decode.
+//     when it claims a previous format version;
+//   - the budget's spacing is the finest whose index is within a hundredth
+//     of the file;
+//   - a forged index (positions moved, re-sealed) never crashes the decode;
+// and, without a file (check_index_coding), extreme entries survive the
+// serialized form and hostile bit streams (re-sealed) are refused.
 #pragma once
 
 #include <string>
@@ -176,9 +180,11 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
   Bytes stale = index;
   stale[6] ^= 0x40;  // Inside the file checksum (after magic, version, a varint size).
   expect_refused(resealed(stale), "the index with a stale file checksum");
-  Bytes old_version = index;
-  old_version[4] = 1;
-  expect_refused(resealed(old_version), "the index claiming version 1");
+  for (uint8_t version : {uint8_t{1}, uint8_t{2}}) {
+    Bytes old_version = index;
+    old_version[4] = version;
+    expect_refused(resealed(old_version), "the index claiming version " + std::to_string(version));
+  }
   if (!other_index.empty() && other_index != index) {
     expect_refused(other_index, "another file's index");
   }
@@ -213,11 +219,163 @@ bool check_index(const std::string& name, const Bytes& file, const Bytes& other_
                    " MCUs gives other pixels");
     }
   }
+  // The budget's spacing is the finest within a hundredth of the file (the
+  // next finer one is over it) unless it is one entry per row, and thinning
+  // the entries of every MCU gives the bytes of a direct build.
   const Bytes budget = index_of(file, 0);
-  const int64_t mcu_rows = (info.height + 8 * info.max_v_samp_factor - 1) / (8 * info.max_v_samp_factor);
-  c.expect(budget.size() <= file.size() / 80 + 64 + static_cast<size_t>(mcu_rows) * 12,
-           "the budget's index is " + std::to_string(budget.size()) + " bytes for a file of " +
-               std::to_string(file.size()));
+  custom_op::mcu_index::Index budget_parsed;
+  c.expect(custom_op::mcu_index::parse(budget.data(), budget.size(), &budget_parsed),
+           "the budget's index does not parse");
+  const int64_t spacing = budget_parsed.mcus_per_entry;
+  c.expect(budget == index_of(file, spacing), "the budget's index differs from a build at its spacing");
+  if (spacing < budget_parsed.mcus_per_row) {
+    c.expect(budget.size() <= file.size() / 100,
+             "the budget's index is " + std::to_string(budget.size()) + " bytes for a file of " +
+                 std::to_string(file.size()));
+  }
+  if (spacing > 1) {
+    c.expect(index_of(file, spacing - 1).size() > file.size() / 100,
+             "the budget's spacing " + std::to_string(spacing) + " is not the finest within it");
+  }
+  return c.passed();
+}
+
+namespace mi = custom_op::mcu_index;
+namespace coding = custom_op::index_coding;
+
+// An index of 8 x 4 MCUs of 3 components, an entry at each, whose entries
+// take the extremes the form allows: steps of one bit and of a fortieth of
+// the data, predictors at both bounds.
+mi::Index extreme_index() {
+  mi::Index index;
+  index.file_size = uint64_t{1} << 20;
+  index.file_hash = 0x0123456789ABCDEFULL;
+  index.width = 64;
+  index.height = 32;
+  index.components = 3;
+  for (int c = 0; c < 3; ++c) {
+    index.h[c] = index.v[c] = 1;
+  }
+  index.mcus_per_row = 8;
+  index.mcu_rows = 4;
+  index.scan_data_offset = 600;
+  const uint64_t data_bits = (index.file_size - index.scan_data_offset) * 8;
+  for (int64_t e = 0; e < index.entries(); ++e) {
+    index.positions.push_back(e == 0 ? 0 : index.positions.back() + (e % 2 ? 1 : data_bits / 40));
+    for (int c = 0; c < 3; ++c) {
+      index.predictors.push_back(e == 0 ? 0 : ((e + c) % 2 ? 1 : -1) * (mi::kMaxPredictor - 1));
+    }
+  }
+  index.end_position = data_bits;
+  return index;
+}
+
+// `index`'s header, then the bits `write` writes (padded), sealed.
+template <typename Write>
+Bytes sealed_stream(const mi::Index& index, Write write) {
+  Bytes out;
+  mi::put_header(index, &out);
+  coding::BitWriter bits(&out);
+  write(&bits);
+  bits.finish();
+  mi::put_le64(mi::file_hash(out.data(), out.size()), &out);
+  return out;
+}
+
+// Whether residuals of every magnitude, in runs that drive the parameter up
+// and down (escapes, the largest residual, the reader's byte-by-byte tail),
+// read back as written, the stream ending at its padding.
+bool rice_round_trip() {
+  std::vector<uint64_t> residuals = {0, 1, 2, 1000, (uint64_t{1} << coding::kMaxResidualBits) - 1, 0, 3};
+  uint64_t state = 35;
+  for (int i = 0; i < 3000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const int magnitude = static_cast<int>((state >> 58) % coding::kMaxResidualBits) * (i / 1000 + 1) / 3;
+    residuals.push_back((state >> 7) & ((uint64_t{1} << magnitude) - 1));
+  }
+  Bytes stream;
+  coding::BitWriter writer(&stream);
+  coding::RiceContext written;
+  for (uint64_t residual : residuals) {
+    coding::put_rice(residual, &written, &writer);
+  }
+  writer.finish();
+  coding::BitReader reader(stream.data(), stream.size());
+  coding::RiceContext read;
+  for (uint64_t residual : residuals) {
+    uint64_t got = 0;
+    if (!coding::get_rice(&read, &reader, &got) || got != residual) {
+      return false;
+    }
+  }
+  return reader.at_padded_end();
+}
+
+bool check_index_coding() {
+  Case c("the index's bit code");
+  const mi::Index extreme = extreme_index();
+  const Bytes bytes = mi::serialize(extreme);
+  mi::Index parsed;
+  c.expect(mi::parse(bytes.data(), bytes.size(), &parsed) && parsed.positions == extreme.positions &&
+               parsed.predictors == extreme.predictors && parsed.end_position == extreme.end_position,
+           "extreme entries do not survive the serialized form");
+  c.expect(rice_round_trip(), "residuals do not survive the Rice code");
+  auto expect_refused = [&](const Bytes& bad, const std::string& what) {
+    mi::Index unused;
+    c.expect(!mi::parse(bad.data(), bad.size(), &unused), what + " was accepted");
+  };
+  // The fresh contexts' parameter is 2: a residual v is v >> 2 zeros, a 1,
+  // then v's 2 low bits.
+  expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) { b->bits(0b100, 3); }),
+                 "a step of 0");
+  expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) { b->zeros(25); b->bits(0b111, 3); }),
+                 "a unary run past the escape");
+  expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) { b->zeros(24); b->bits(1, 1); b->bits(0, 6); }),
+                 "an escape of bit length 0");
+  expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) {
+                   b->zeros(24); b->bits(1, 1); b->bits(57, 6); b->bits(~uint64_t{0}, 56);
+                 }),
+                 "an escape of bit length 57");
+  const uint64_t data_bits = (extreme.file_size - extreme.scan_data_offset) * 8;
+  expect_refused(sealed_stream(extreme, [&](coding::BitWriter* b) {
+                   coding::RiceContext context;
+                   coding::put_rice(mi::zigzag(static_cast<int64_t>(data_bits) + 1), &context, b);
+                 }),
+                 "a step past the data");
+  expect_refused(sealed_stream(extreme, [](coding::BitWriter* b) {
+                   coding::RiceContext position, predictor;
+                   coding::put_rice(mi::zigzag(1), &position, b);
+                   coding::put_rice(mi::zigzag(mi::kMaxPredictor), &predictor, b);
+                 }),
+                 "a predictor out of range");
+  // Cut anywhere in the stream, or followed by a byte, then re-sealed.
+  // (resealed() replaces the last 8 bytes with the checksum.)
+  Bytes header;
+  mi::put_header(extreme, &header);
+  for (size_t length = header.size(); length + 8 < bytes.size(); ++length) {
+    expect_refused(resealed(Bytes(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(length + 8))),
+                   "the stream cut to " + std::to_string(length - header.size()) + " bytes");
+  }
+  Bytes longer = bytes;
+  longer.insert(longer.end() - 8, 0);
+  expect_refused(resealed(longer), "the stream followed by a 0 byte");
+  // One entry: the stream is the end step alone, 3 bits and 5 of padding.
+  mi::Index single = extreme;
+  single.mcus_per_row = single.mcu_rows = 1;
+  single.width = single.height = 8;
+  auto end_step_then = [&](uint64_t padding) {
+    return sealed_stream(single, [&](coding::BitWriter* b) { b->bits(0b101, 3); b->bits(padding, 5); });
+  };
+  const Bytes padded = end_step_then(0);
+  c.expect(mi::parse(padded.data(), padded.size(), &parsed) && parsed.end_position == 1,
+           "a lone end step of 1 bit does not parse");
+  expect_refused(end_step_then(1), "padding with a 1 bit");
+  // 2^32 entries claimed by a few bytes: refused before allocating them.
+  mi::Index huge = extreme;
+  huge.width = huge.height = 65535;
+  huge.mcus_per_row = huge.mcu_rows = 65535;
+  expect_refused(sealed_stream(huge, [](coding::BitWriter* b) { b->bits(0b110, 3); }),
+                 "an index of 2^32 entries in a byte");
   return c.passed();
 }
 

@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import tarfile
+import zlib
 
 import pytest
 import torch
@@ -234,6 +235,26 @@ def test_a_damaged_sidecar_is_refused_whole_and_logged(folder, caplog) -> None:
     assert stats["sidecars_refused"] == 1 and "checksum" in caplog.text
     assert (stats["sidecar_entries"], stats["builds"]) == (COUNT // 2, COUNT // 2)
     assert all(torch.equal(a, b) for a, b in zip(crops, expected))
+
+
+def test_a_sidecar_of_the_previous_version_falls_back_and_is_rewritten(folder, caplog) -> None:
+    """A sidecar written before the index format changed: the cache refuses it whole (logged)
+    and builds the indexes; prepare --index-only takes it for stale and rewrites it."""
+    index_only.index_tree(str(folder))
+    sidecar = folder / "class_1" / FOLDER_SIDECAR
+    body = bytearray(sidecar.read_bytes()[:-4])
+    body[8:12] = (1).to_bytes(4, "little")
+    sidecar.write_bytes(bytes(body) + zlib.crc32(body).to_bytes(4, "little"))
+    expected = _uncached(lambda: _crops(folder))
+    with caplog.at_level(logging.WARNING, logger="custom_op"):
+        crops = _crops(folder)
+    stats = custom_op.index_cache_stats()
+    assert stats["sidecars_refused"] == 1 and "sidecar version 1" in caplog.text
+    assert (stats["sidecar_entries"], stats["builds"]) == (COUNT // 2, COUNT // 2)
+    assert all(torch.equal(a, b) for a, b in zip(crops, expected))
+    summary = index_only.index_tree(str(folder))
+    assert (summary.written, summary.current) == (1, 1)
+    assert len(decode_sidecar(sidecar.read_bytes())[1]) == COUNT // 2
 
 
 def test_index_only_is_atomic_and_resumes(folder, monkeypatch) -> None:

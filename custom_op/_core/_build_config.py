@@ -39,7 +39,8 @@ SOURCES = ("decode_and_crop_jpeg.cpp",)
 #: Headers it includes; they are part of the build key.
 HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pixel_formats.h", "csrc/region.h",
            "csrc/fixed_point_passes.h", "csrc/resample.h", "csrc/grid_resample.h",
-           "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/mcu_index.h", "csrc/huffman.h",
+           "csrc/row_sinks.h", "csrc/restart_seek.h", "csrc/mcu_index.h", "csrc/index_coding.h",
+           "csrc/huffman.h",
            "csrc/index_builder.h", "csrc/index_stats.h", "csrc/index_seek.h", "csrc/predictor_walk.h",
            "csrc/index_scan.h",
            "csrc/crop_quirk.h", "csrc/jpeg_phases.h",

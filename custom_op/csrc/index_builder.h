@@ -61,25 +61,6 @@ inline bool matches_file(const Index& index, const uint8_t* data, size_t size,
   return index.file_hash == file_hash(data, size);
 }
 
-// The serialized bytes an entry is assumed to take when the spacing is
-// chosen: a two-byte position step (a step of up to 2 KB of data) and, per
-// component, a predictor step of one or two bytes, rounded up.
-inline int64_t estimated_entry_bytes(int components) { return 3 + components; }
-
-// The entry spacing jpeg_index builds with: the finest that keeps the
-// entries within a hundredth of the file (estimated_entry_bytes each), and
-// never coarser than one entry per MCU row, the first of each row being
-// needed anyway. A crop then decodes at most one spacing of MCUs beyond its
-// window on either side of each row.
-inline int64_t budget_mcus_per_entry(size_t file_size, const ScanLayout& scan) {
-  const restarts::ScanGeometry& g = scan.grid;
-  const int64_t budget = static_cast<int64_t>(file_size / 100);
-  const int64_t per_row =
-      std::clamp<int64_t>(budget / (std::max<int64_t>(g.mcu_rows, 1) * estimated_entry_bytes(scan.components)),
-                          1, std::max<int64_t>(g.mcus_per_row, 1));
-  return (g.mcus_per_row + per_row - 1) / per_row;
-}
-
 // Walks the scan of `data` and fills `index` with an entry every
 // `mcus_per_entry` MCUs of each row (clamped to the row). See the top of this
 // file for what it refuses.
@@ -157,6 +138,68 @@ inline bool build(const uint8_t* data, size_t size, const ScanLayout& scan, int6
     ++code;  // Fill bytes before the marker.
   }
   return data[code] == 0xD9 && index->end_position > index->positions.back();
+}
+
+// Fills `out` (a copy of `every_mcu`'s fields, any entries) with only the
+// entries of `every_mcu` (an index with an entry at every MCU) at MCU columns
+// 0, mcus_per_entry, 2 * mcus_per_entry, ... of each row.
+inline void thin(const Index& every_mcu, int64_t mcus_per_entry, Index* out) {
+  out->mcus_per_entry = std::clamp<int64_t>(mcus_per_entry, 1, every_mcu.mcus_per_row);
+  out->positions.clear();
+  out->predictors.clear();
+  const int components = every_mcu.components;
+  for (int64_t row = 0; row < every_mcu.mcu_rows; ++row) {
+    for (int64_t column = 0; column < every_mcu.mcus_per_row; column += out->mcus_per_entry) {
+      const size_t e = every_mcu.entry(row, column);
+      out->positions.push_back(every_mcu.positions[e]);
+      out->predictors.insert(out->predictors.end(), every_mcu.predictors.begin() + e * components,
+                             every_mcu.predictors.begin() + (e + 1) * components);
+    }
+  }
+}
+
+// The entry spacing jpeg_index builds with: the finest whose serialized index
+// is at most a hundredth of the file, measured (an entry's cost depends on
+// the photo: a busy one's steps and predictors vary more), and never coarser
+// than one entry per MCU row, the first of each row being needed anyway. A
+// crop then decodes at most one spacing of MCUs beyond its window on either
+// side of each row. The size falls as the spacing grows (fewer entries to
+// code), so a bisection finds it with a few counts of the code's bits, each
+// far cheaper than the entropy pass that built `every_mcu`; it starts from
+// the coarse end, where counts are cheapest. Leaves the chosen spacing's
+// entries in `index`.
+inline void thin_to_budget(const Index& every_mcu, Index* index) {
+  const size_t budget = every_mcu.file_size / 100;
+  *index = every_mcu;
+  auto fits = [&](int64_t spacing) {
+    thin(every_mcu, spacing, index);
+    return serialized_size(*index) <= budget;
+  };
+  int64_t too_fine = 0;  // Over the budget (no spacing is finer than 1).
+  int64_t coarse = every_mcu.mcus_per_row;  // Fits, or is the coarsest allowed.
+  while (coarse - too_fine > 1) {
+    const int64_t middle = too_fine + (coarse - too_fine) / 2;
+    if (fits(middle)) {
+      coarse = middle;
+    } else {
+      too_fine = middle;
+    }
+  }
+  thin(every_mcu, coarse, index);
+}
+
+// Builds the index of `data` at the spacing thin_to_budget chooses:
+// one entropy pass with an entry at every MCU, then the entries the spacing
+// keeps. An entry per MCU holds 8 + 4 * components bytes for an MCU of 64
+// pixels or more: well under what a full decode of the file writes.
+inline bool build_within_budget(const uint8_t* data, size_t size, const ScanLayout& scan,
+                                Index* index) {
+  Index every_mcu;
+  if (!build(data, size, scan, 1, &every_mcu)) {
+    return false;
+  }
+  thin_to_budget(every_mcu, index);
+  return true;
 }
 
 }  // namespace mcu_index

@@ -290,10 +290,8 @@ class JpegDecoder {
     if (!index_scan(&scan, &layout)) {
       return false;
     }
-    if (mcus_per_entry == 0) {
-      mcus_per_entry = mcu_index::budget_mcus_per_entry(size_, scan);
-    }
-    if (!mcu_index::build(data_, size_, scan, mcus_per_entry, &index)) {
+    if (mcus_per_entry == 0 ? !mcu_index::build_within_budget(data_, size_, scan, &index)
+                            : !mcu_index::build(data_, size_, scan, mcus_per_entry, &index)) {
       return false;
     }
     *out = mcu_index::serialize(index);

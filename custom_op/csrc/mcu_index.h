@@ -13,19 +13,26 @@
 // stuffed bytes.
 //
 // The serialized form (little-endian, varints are LEB128):
-//   "CJMI", version byte (2; version 1 indexed rows only and is refused),
+//   "CJMI", version byte (3; versions 1 and 2, byte-coded, are refused),
 //   varint file size, 8 bytes file_hash() of the whole file,
 //   varint width, varint height, byte component count (1..4), then one byte
 //   per scan component: h << 4 | v,
 //   varint MCUs per row, varint MCU rows, varint MCUs per entry (1..MCUs per
 //   row: entries at MCU columns 0, k, 2k, ... of every row),
 //   varint offset of the entropy-coded data in the file,
-//   per entry after the first (whose position and predictors are 0), row by
-//   row and in each row left to right: varint
-//   position - previous position (positive), then per component the zigzag
-//   varint of predictor - previous predictor,
-//   varint end position (after the last MCU) - last entry's position,
+//   then a bit stream of adaptive Golomb-Rice codes (index_coding.h), one
+//   context for the positions and one per component: per entry after the
+//   first (whose position and predictors are 0), row by row and in each row
+//   left to right, the zigzag of step - predicted step, where the step is
+//   position - previous entry's position (positive) and it is predicted by
+//   the same step of the entry above (the previous step in the first row),
+//   then per component the zigzag of predictor - the predictor of the entry
+//   above (of the previous entry in the first row); then end position (after
+//   the last MCU) - last entry's position, unpredicted; 0 bits to the byte,
 //   8 bytes file_hash() of everything before them.
+// Predicting from the entry above rather than the one to the left is what
+// measures smaller on photos: the rows of an MCU row above are the nearer
+// image content, the previous entry being a spacing of MCUs away.
 // Nothing is trusted: parse() checks every field, and the caller compares the
 // geometry with the file's own header; any mismatch refuses the index, and the
 // decode falls back to the ordinary path.
@@ -36,15 +43,20 @@
 #include <cstring>
 #include <vector>
 
+#include "index_coding.h"
+
 namespace custom_op {
 namespace mcu_index {
 
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 constexpr char kMagic[4] = {'C', 'J', 'M', 'I'};
 // A DC coefficient of an 8-bit JPEG fits in 12 bits; the bound only keeps a
 // hostile index's sums far from overflow.
 constexpr int32_t kMaxPredictor = 1 << 15;
 constexpr int kMaxComponents = 4;
+// A file larger than this is refused: it keeps every bit position and every
+// residual far inside the code's kMaxResidualBits.
+constexpr uint64_t kMaxFileSize = uint64_t{1} << 48;
 
 struct Index {
   uint64_t file_size = 0;
@@ -143,34 +155,83 @@ inline void put_le64(uint64_t v, std::vector<uint8_t>* out) {
   }
 }
 
-// The serialized form of a complete index (see the top of this file).
-inline std::vector<uint8_t> serialize(const Index& index) {
-  std::vector<uint8_t> out(kMagic, kMagic + 4);
-  out.push_back(kVersion);
-  put_varint(index.file_size, &out);
-  put_le64(index.file_hash, &out);
-  put_varint(static_cast<uint64_t>(index.width), &out);
-  put_varint(static_cast<uint64_t>(index.height), &out);
-  out.push_back(static_cast<uint8_t>(index.components));
-  for (int c = 0; c < index.components; ++c) {
-    out.push_back(static_cast<uint8_t>(index.h[c] << 4 | index.v[c]));
-  }
-  put_varint(static_cast<uint64_t>(index.mcus_per_row), &out);
-  put_varint(static_cast<uint64_t>(index.mcu_rows), &out);
-  put_varint(static_cast<uint64_t>(index.mcus_per_entry), &out);
-  put_varint(index.scan_data_offset, &out);
+// The entry whose step and predictors predict entry e's (e >= 1): the one
+// above, or in the first row the previous one.
+inline int64_t reference_entry(int64_t e, int64_t entries_per_row) {
+  return e >= entries_per_row ? e - entries_per_row : e - 1;
+}
+
+// The step that reached entry e (e >= 1) and the step predicted for it.
+inline uint64_t step_to(const std::vector<uint64_t>& positions, int64_t e) {
+  return positions[e] - positions[e - 1];
+}
+inline uint64_t predicted_step(const std::vector<uint64_t>& positions, int64_t e,
+                               int64_t entries_per_row) {
+  const int64_t reference = reference_entry(e, entries_per_row);
+  return reference >= 1 ? step_to(positions, reference) : 0;
+}
+
+// The entries after the first as the bit stream of the top of this file,
+// into `bits` (index_coding.h's BitWriter or BitCounter).
+template <typename Writer>
+void put_entries(const Index& index, Writer* bits) {
+  using index_coding::put_rice;
+  index_coding::RiceContext position_context;
+  index_coding::RiceContext predictor_context[kMaxComponents];
   const int64_t entries = index.entries();
+  const int64_t per_row = index.entries_per_row();
+  const int components = index.components;
   for (int64_t e = 1; e < entries; ++e) {
-    put_varint(index.positions[e] - index.positions[e - 1], &out);
-    for (int c = 0; c < index.components; ++c) {
-      put_varint(zigzag(static_cast<int64_t>(index.predictors[e * index.components + c]) -
-                        index.predictors[(e - 1) * index.components + c]),
-                 &out);
+    const int64_t step = static_cast<int64_t>(step_to(index.positions, e));
+    put_rice(zigzag(step - static_cast<int64_t>(predicted_step(index.positions, e, per_row))),
+             &position_context, bits);
+    const int64_t reference = reference_entry(e, per_row);
+    for (int c = 0; c < components; ++c) {
+      put_rice(zigzag(static_cast<int64_t>(index.predictors[e * components + c]) -
+                      index.predictors[reference * components + c]),
+               &predictor_context[c], bits);
     }
   }
-  put_varint(index.end_position - index.positions[entries - 1], &out);
+  put_rice(index.end_position - index.positions[entries - 1], &position_context, bits);
+  bits->finish();
+}
+
+// The serialized form's fields before the entries (see the top of this
+// file).
+inline void put_header(const Index& index, std::vector<uint8_t>* out) {
+  out->insert(out->end(), kMagic, kMagic + 4);
+  out->push_back(kVersion);
+  put_varint(index.file_size, out);
+  put_le64(index.file_hash, out);
+  put_varint(static_cast<uint64_t>(index.width), out);
+  put_varint(static_cast<uint64_t>(index.height), out);
+  out->push_back(static_cast<uint8_t>(index.components));
+  for (int c = 0; c < index.components; ++c) {
+    out->push_back(static_cast<uint8_t>(index.h[c] << 4 | index.v[c]));
+  }
+  put_varint(static_cast<uint64_t>(index.mcus_per_row), out);
+  put_varint(static_cast<uint64_t>(index.mcu_rows), out);
+  put_varint(static_cast<uint64_t>(index.mcus_per_entry), out);
+  put_varint(index.scan_data_offset, out);
+}
+
+// The serialized form of a complete index (see the top of this file).
+inline std::vector<uint8_t> serialize(const Index& index) {
+  std::vector<uint8_t> out;
+  put_header(index, &out);
+  index_coding::BitWriter bits(&out);
+  put_entries(index, &bits);
   put_le64(file_hash(out.data(), out.size()), &out);
   return out;
+}
+
+// The size of serialize(index), counted without writing the entries.
+inline size_t serialized_size(const Index& index) {
+  std::vector<uint8_t> header;
+  put_header(index, &header);
+  index_coding::BitCounter bits;
+  put_entries(index, &bits);
+  return header.size() + static_cast<size_t>(bits.bytes()) + 8;
 }
 
 // Reads what serialize() wrote, bounds-checked at every byte.
@@ -223,11 +284,62 @@ inline int64_t unzigzag(uint64_t v) {
   return (v & 1) ? -static_cast<int64_t>(v >> 1) - 1 : static_cast<int64_t>(v >> 1);
 }
 
+// Reads the entries' bit stream (put_entries) into `index`, whose header
+// fields are set and checked: each step positive and within the data, each
+// predictor bounded. Allocates the entries: the caller has bounded their
+// number by the stream's size.
+inline bool get_entries(index_coding::BitReader* bits, Index* index) {
+  using index_coding::get_rice;
+  index_coding::RiceContext position_context;
+  index_coding::RiceContext predictor_context[kMaxComponents];
+  const int64_t entries = index->entries();
+  const int64_t per_row = index->entries_per_row();
+  const int components = index->components;
+  // Under 2^51: parse() bounds the file size.
+  const uint64_t data_bits = (index->file_size - index->scan_data_offset) * 8;
+  index->positions.assign(static_cast<size_t>(entries), 0);
+  index->predictors.assign(static_cast<size_t>(entries * components), 0);
+  uint64_t* positions = index->positions.data();
+  int32_t* predictors = index->predictors.data();
+  for (int64_t e = 1; e < entries; ++e) {
+    const int64_t reference = reference_entry(e, per_row);
+    const uint64_t predicted = reference >= 1 ? positions[reference] - positions[reference - 1] : 0;
+    uint64_t residual = 0;
+    if (!get_rice(&position_context, bits, &residual)) {
+      return false;
+    }
+    const int64_t step = static_cast<int64_t>(predicted) + unzigzag(residual);
+    if (step <= 0 || static_cast<uint64_t>(step) > data_bits - positions[e - 1]) {
+      return false;
+    }
+    positions[e] = positions[e - 1] + static_cast<uint64_t>(step);
+    for (int c = 0; c < components; ++c) {
+      if (!get_rice(&predictor_context[c], bits, &residual) ||
+          residual > 4 * static_cast<uint64_t>(kMaxPredictor)) {
+        return false;
+      }
+      const int64_t value = predictors[reference * components + c] + unzigzag(residual);
+      if (value <= -kMaxPredictor || value >= kMaxPredictor) {
+        return false;
+      }
+      predictors[e * components + c] = static_cast<int32_t>(value);
+    }
+  }
+  uint64_t last = 0;
+  if (!get_rice(&position_context, bits, &last) || last == 0 ||
+      last > data_bits - index->positions[entries - 1]) {
+    return false;
+  }
+  index->end_position = index->positions[entries - 1] + last;
+  return true;
+}
+
 // Parses and checks a serialized index: its own checksum, every field's
 // range, positions strictly increasing (every MCU codes at least two bits)
 // and within `data_bits` (the entropy-coded data's bits, at most), the
-// predictors bounded. It does not look at the JPEG: matches_file() does.
-// Refuses absurd sizes before allocating (an entry costs at least 2 bytes).
+// predictors bounded, the stream ending with its last byte (0 padding bits,
+// no trailing bytes: another writer's are refused). It does not look at the
+// JPEG: matches_file() does. Refuses absurd sizes before allocating.
 inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
   if (bytes == nullptr || size < 4 + 1 + 8 + 8 || std::memcmp(bytes, kMagic, 4) != 0) {
     return false;
@@ -241,7 +353,8 @@ inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
   uint8_t components = 0;
   if (!r.byte(&version) || version != kVersion || !r.varint(&index->file_size) ||
       !r.le64(&index->file_hash) || !r.varint(&width) || !r.varint(&height) ||
-      !r.byte(&components) || components < 1 || components > kMaxComponents || width < 1 ||
+      index->file_size > kMaxFileSize || !r.byte(&components) || components < 1 ||
+      components > kMaxComponents || width < 1 ||
       height < 1 || width > 65535 || height > 65535) {
     return false;
   }
@@ -268,39 +381,14 @@ inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
   index->mcus_per_row = static_cast<int64_t>(mcus_per_row);
   index->mcu_rows = static_cast<int64_t>(mcu_rows);
   index->mcus_per_entry = static_cast<int64_t>(mcus_per_entry);
-  // At most 2^32 entries here, each at least 1 + components bytes.
+  // At most 2^32 entries here, each at least 1 + components bits (a code is
+  // at least its unary's 1 bit).
   const int64_t entries = index->entries();
-  if (static_cast<uint64_t>(entries - 1) * (1 + components) > size) {
+  if (static_cast<uint64_t>(entries - 1) * (1 + components) > 8 * static_cast<uint64_t>(size)) {
     return false;
   }
-  const uint64_t data_bits = (index->file_size - index->scan_data_offset) * 8;
-  index->positions.assign(static_cast<size_t>(entries), 0);
-  index->predictors.assign(static_cast<size_t>(entries * components), 0);
-  for (int64_t e = 1; e < entries; ++e) {
-    uint64_t step = 0;
-    if (!r.varint(&step) || step == 0 || step > data_bits - index->positions[e - 1]) {
-      return false;
-    }
-    index->positions[e] = index->positions[e - 1] + step;
-    for (int c = 0; c < components; ++c) {
-      uint64_t delta = 0;
-      if (!r.varint(&delta) || delta > 4 * static_cast<uint64_t>(kMaxPredictor)) {
-        return false;
-      }
-      const int64_t value = index->predictors[(e - 1) * components + c] + unzigzag(delta);
-      if (value <= -kMaxPredictor || value >= kMaxPredictor) {
-        return false;
-      }
-      index->predictors[e * components + c] = static_cast<int32_t>(value);
-    }
-  }
-  uint64_t last = 0;
-  if (!r.varint(&last) || last == 0 || last > data_bits - index->positions[entries - 1]) {
-    return false;
-  }
-  index->end_position = index->positions[entries - 1] + last;
-  // Trailing bytes before the checksum mean another writer: refuse them.
-  return r.position() == size - 4 - 8;
+  index_coding::BitReader bits(bytes + 4 + r.position(), size - 4 - 8 - r.position());
+  return get_entries(&bits, index) && bits.at_padded_end();
 }
 
 }  // namespace mcu_index
