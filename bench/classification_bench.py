@@ -106,8 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("classification pipelines")
     group.add_argument("--classification-files", type=int, default=120,
                        help="500x375 files of each encoding, baseline and progressive (default 120)")
-    group.add_argument("--classification-length", type=int, default=384,
-                       help="images per epoch (default 384: 6 batches of 64)")
+    group.add_argument("--classification-length", type=int, default=320,
+                       help="images per epoch (default 320: 5 batches of 64)")
     group.add_argument("--classification-rounds", type=int, default=2,
                        help="timed epochs of every pipeline, interleaved (default 2)")
 

@@ -75,8 +75,8 @@ CUSTOM_PREPARED = "custom_op CocoJpegDetection, prepared files"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("detection pipeline")
     group.add_argument("--detection-files", type=int, default=60, help="800x533 files (default 60)")
-    group.add_argument("--detection-length", type=int, default=192,
-                       help="images per epoch (default 192: 6 batches of 32)")
+    group.add_argument("--detection-length", type=int, default=128,
+                       help="images per epoch (default 128: 4 batches of 32)")
     group.add_argument("--detection-rounds", type=int, default=2,
                        help="timed epochs of every pipeline, interleaved (default 2)")
 

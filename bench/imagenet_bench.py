@@ -86,8 +86,8 @@ BATCH_TORCH_THREADS = ((1, BATCH_TARGET), (os.cpu_count() or 1, 1.8))
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("imagenet benchmark")
-    group.add_argument("--windows", type=int, default=12,
-                       help="RandomResizedCrop windows per file (default 12)")
+    group.add_argument("--windows", type=int, default=8,
+                       help="RandomResizedCrop windows per file (default 8)")
     group.add_argument("--small-images", type=int, default=40, help="500x375 files (default 40)")
     group.add_argument("--large-images", type=int, default=8, help="2560x1600 files (default 8)")
     group.add_argument("--batch", type=int, default=32,

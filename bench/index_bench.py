@@ -96,8 +96,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="2560x1600 generated files of the threads lane's epochs with the "
                             "index cache, sidecars or no index (bench/index_epochs.py; default "
                             "16, 0 skips)")
-    group.add_argument("--index-rounds", type=int, default=2,
-                       help="rounds of the epochs part, the fastest kept (default 2)")
+    group.add_argument("--index-rounds", type=int, default=1,
+                       help="rounds of the epochs part, the fastest kept (default 1)")
 
 
 def _methods(indexes: list[torch.Tensor], prepared: list[torch.Tensor]) -> dict[str, Callable[..., Any]]:

@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lane-files", type=int, default=96,
                        help="files per size; a quarter of it for sizes over 2 megapixels (default 96)")
     group.add_argument("--lane-length", type=int, default=768,
-                       help="images per epoch; a quarter (at least 384) over 2 megapixels (default 768)")
+                       help="images per epoch; a quarter (at least 256) over 2 megapixels (default 768)")
     group.add_argument("--lane-rounds", type=int, default=2,
                        help="timed epochs of every row, interleaved (default 2)")
     group.add_argument("--lane-dali", type=pathlib.Path, default=None,
@@ -225,10 +225,11 @@ def _runners(tree: pathlib.Path, length: int, seed: int,
 
 
 def _epoch_length(args: argparse.Namespace, height: int, width: int) -> int:
-    """Images per epoch: at least 6 batches, an even number at the defaults (loaders.steady_runner
-    leaves out the first two, and 2 loaders deliver in pairs); a quarter over 2 megapixels."""
+    """Images per epoch: an even number of batches at the defaults (loaders.steady_runner leaves
+    out the first two, and 2 loaders deliver in pairs); over 2 megapixels a quarter, at least 4
+    batches (an epoch of such files takes seconds, not a fraction of one)."""
     large = height * width > 2_000_000
-    return max(6 * BATCH, args.lane_length // 4) if large else args.lane_length
+    return max(4 * BATCH, args.lane_length // 4) if large else args.lane_length
 
 
 def _run_size(args: argparse.Namespace, source: images.ImageSource, height: int,

@@ -192,8 +192,8 @@ def all_methods() -> list[Method]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("operator benchmark")
-    group.add_argument("--repeats", type=int, default=10,
-                       help="random windows per file; samples = files x repeats (default 10)")
+    group.add_argument("--repeats", type=int, default=6,
+                       help="random windows per file; samples = files x repeats (default 6)")
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:

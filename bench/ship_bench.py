@@ -76,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ship-large", type=int, default=2, help="2560x1600 files (default 2)")
     group.add_argument("--ship-rounds", type=int, default=2,
                        help="rounds, each one child process per build (default 2)")
-    group.add_argument("--ship-repeats", type=int, default=2,
-                       help="timed calls per file, task and method in each child (default 2)")
+    group.add_argument("--ship-repeats", type=int, default=1,
+                       help="timed calls per file, task and method in each child (default 1)")
     group.add_argument("--ship-make-wheel", action="store_true",
                        help="run `make wheel` when dist/ has no wheel (else the wheel figures are skipped)")
     group.add_argument("--ship-no-cold", action="store_true",

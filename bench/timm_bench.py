@@ -62,8 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("timm pipelines")
     group.add_argument("--timm-files", type=int, default=120,
                        help="500x375 files of each encoding (default 120: the classification part's files)")
-    group.add_argument("--timm-length", type=int, default=384,
-                       help="images per epoch (default 384: 6 batches of 64)")
+    group.add_argument("--timm-length", type=int, default=256,
+                       help="images per epoch (default 256: 4 batches of 64)")
     group.add_argument("--timm-rounds", type=int, default=2,
                        help="timed epochs of every pipeline, interleaved (default 2)")
 
