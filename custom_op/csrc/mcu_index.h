@@ -303,7 +303,7 @@ inline bool get_entries(index_coding::BitReader* bits, Index* index) {
   int32_t* predictors = index->predictors.data();
   for (int64_t e = 1; e < entries; ++e) {
     const int64_t reference = reference_entry(e, per_row);
-    const uint64_t predicted = reference >= 1 ? positions[reference] - positions[reference - 1] : 0;
+    const uint64_t predicted = predicted_step(index->positions, e, per_row);
     uint64_t residual = 0;
     if (!get_rice(&position_context, bits, &residual)) {
       return false;
