@@ -29,6 +29,7 @@ import multiprocessing.synchronize
 import os
 import signal
 import sys
+import time
 from typing import Callable, Iterator, Optional, Sequence
 
 import torch
@@ -51,6 +52,8 @@ Work = Callable[[Task, bool], list[Outcome]]
 # Set in each worker: the parent sets it when it stops the run early (Ctrl-C, an error), so that
 # workers stop between two files instead of finishing the chunks they hold. None in the parent.
 _stop_event: Optional[multiprocessing.synchronize.Event] = None
+# True while run_inline does the work in this process, whose Ctrl-C is a KeyboardInterrupt.
+_running_inline = False
 # A worker's message that it starts the next task of its chunk (outcomes are lists).
 _STARTED = "started"
 # What reading from a pipe whose other end died raises. Pipes are Unix socket pairs: a process
@@ -59,9 +62,9 @@ _STARTED = "started"
 _PEER_GONE = (EOFError, ConnectionResetError)
 
 
-#: Tests only: a worker that has finished this many tasks (or shard members) waits until the
-#: parent stops the run, so that a test's Ctrl-C lands at a known point however loaded the
-#: machine is (tests/_interrupt.py). Unset, nothing waits.
+#: Tests only: a worker (or run_inline) that has finished this many tasks (or shard members)
+#: waits until the run is stopped, so that a test's Ctrl-C lands at a known point however
+#: loaded the machine is (tests/_interrupt.py). Unset, nothing waits.
 HOLD_AFTER_VARIABLE = "CUSTOM_OP_PREPARE_TEST_HOLD_AFTER"
 _HOLD_SECONDS = 600.0  # a test that never interrupts still ends
 
@@ -72,11 +75,15 @@ def stop_requested() -> bool:
 
 
 def hold_for_test(done: int) -> None:
-    """After ``done`` pieces of work in this worker: waits for the parent's stop when a test
-    asked for it (HOLD_AFTER_VARIABLE); returns at once otherwise, and in the parent."""
+    """After ``done`` pieces of work in this worker (or in run_inline): waits for the run to be
+    stopped when a test asked for it (HOLD_AFTER_VARIABLE); returns at once otherwise."""
     wanted = os.environ.get(HOLD_AFTER_VARIABLE)
-    if _stop_event is not None and wanted is not None and done >= int(wanted):
+    if wanted is None or done < int(wanted):
+        return
+    if _stop_event is not None:
         _stop_event.wait(_HOLD_SECONDS)
+    elif _running_inline:
+        time.sleep(_HOLD_SECONDS)  # the Ctrl-C's KeyboardInterrupt ends the wait
 
 
 def chunked(tasks: Sequence[Task], workers: int) -> Iterator[list[Task]]:
@@ -310,6 +317,15 @@ def _bury(worker: _Worker, record: Callable[[list[Outcome]], None]) -> list[list
 def run_inline(chunks: Iterator[list[Task]], work: Work, verify: bool,
                record: Callable[[list[Outcome]], None]) -> None:
     """The same as run_pool in this process, for one worker (a kill of it ends the run)."""
-    for chunk in chunks:
-        for task in chunk:
-            record(work(task, verify))
+    global _running_inline
+    _running_inline = True
+    try:
+        done = 0  # tasks finished, for hold_for_test
+        for chunk in chunks:
+            for task in chunk:
+                record(work(task, verify))
+                done += 1
+                if not task.is_whole:  # a shard or parquet file holds between its members
+                    hold_for_test(done)
+    finally:
+        _running_inline = False
