@@ -81,15 +81,6 @@ def _decoded(files: Path, decoder=LaneDecoder):
                             key_column="path", keep_key=True) if decoder is LaneDecoder else dataset
 
 
-def test_pixels_are_the_per_sample_pipelines_for_each_stream(cluster, files):
-    rows = _rows(_decoded(files))
-    expected = _expected(files)
-    assert sorted(rows) == sorted(expected)
-    for path, image in rows.items():
-        assert image.dtype == torch.uint8 and image.shape == (3, 48, 48)
-        assert torch.equal(image, expected[path]), path
-
-
 def test_one_execution_of_several_epochs_gives_each_epoch_its_own_pixels(cluster, files):
     dataset = _decoded(files, decoder=None)
     decoded = lane_map_epochs({epoch: dataset for epoch in (4, 2)}, TRANSFORM, seed=SEED,
@@ -119,22 +110,28 @@ def test_lane_map_epochs_refuses_no_epochs_and_a_negative_one(cluster, files):
         lane_map_epochs({-1: dataset}, TRANSFORM, seed=SEED)
 
 
-def test_every_sample_arrives_once_across_two_consumers(cluster, files):
+def test_two_consumers_get_every_sample_once_with_its_streams_pixels(cluster, files):
+    """One execution (its actors start in seconds) checks both: every sample arrives once
+    across the two consumers of a streaming split, and its pixels are the per-sample
+    pipeline's for its stream."""
     splits = _decoded(files).streaming_split(2, equal=False)
-    seen: list[list[str]] = [[], []]
+    seen: list[dict[str, torch.Tensor]] = [{}, {}]
 
     def consume(index: int) -> None:
-        for batch in splits[index].iter_batches(batch_size=3):
-            seen[index].extend(batch["path"])
+        seen[index] = _rows(splits[index])
 
     threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=300)
-    everything = seen[0] + seen[1]
-    assert len(everything) == len(set(everything)) == 12
-    assert sorted(everything) == sorted(str(p) for p in files.rglob("*.jpg"))
+    assert not set(seen[0]) & set(seen[1]), "a sample arrived at both consumers"
+    rows = {**seen[0], **seen[1]}
+    expected = _expected(files)
+    assert len(rows) == 12 and sorted(rows) == sorted(expected)
+    for path, image in rows.items():
+        assert image.dtype == torch.uint8 and image.shape == (3, 48, 48)
+        assert torch.equal(image, expected[path]), path
 
 
 class _DiesOnce(LaneDecoder):
@@ -159,7 +156,8 @@ def test_an_actor_killed_mid_epoch_is_replaced_without_a_lost_or_repeated_sample
         _DiesOnce, fn_constructor_kwargs={"transform": TRANSFORM, "seed": SEED, "epoch": EPOCH,
                                           "label_column": "cls", "classes": ["a", "b"],
                                           "keep_key": True},
-        batch_size=4, batch_format="numpy", concurrency=1, num_cpus=1, runtime_env={"env_vars": {"CUSTOM_OP_TEST_MARKER": str(marker)}})
+        batch_size=4, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=1), num_cpus=1,
+        runtime_env={"env_vars": {"CUSTOM_OP_TEST_MARKER": str(marker)}})
     rows = _rows(decoded)
     assert marker.exists(), "the actor never died: the test tested nothing"
     expected = _expected(files)

@@ -188,9 +188,11 @@ def lane_map_batches(dataset: Any, transform: Callable[[Any], Any], *, seed: int
             raise ValueError(f"lane_map_batches: {name} must be an int >= 1, got {value!r}")
     constructor = {"transform": transform, "seed": seed, "epoch": epoch, **decoder_options}
     LaneDecoder(**constructor)  # argument errors here, in the driver, not in every actor
+    from ray.data import ActorPoolStrategy
+
     return dataset.map_batches(LaneDecoder, fn_constructor_kwargs=constructor,
                                batch_size=batch_size, batch_format="numpy",
-                               concurrency=concurrency, num_cpus=num_cpus)
+                               compute=ActorPoolStrategy(size=concurrency), num_cpus=num_cpus)
 
 
 def lane_map_epochs(epochs: Mapping[int, Any], transform: Callable[[Any], Any], *, seed: int,
