@@ -159,13 +159,26 @@ def open_dataset(args: argparse.Namespace):
 
     try:
         return custom_op.JpegFolder(args.train, extensions=JPEG_SUFFIXES, on_error=args.on_error)
-    except FileNotFoundError as error:
-        root = Path(args.train).expanduser().resolve()
-        loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
-        detail = (f" (it holds {len(loose)} JPEG files directly, but they must be in one "
-                  f"subfolder per class)" if loose else "")
-        raise SystemExit(f"train.py: the training data folder {root} is empty: no JPEG files "
-                         f"(.jpg, .jpeg) in class subfolders{detail} ({error}). " + _WHERE)
+    except FileNotFoundError as error:  # a class subfolder without JPEG files, say
+        raise SystemExit(f"train.py: the training data folder "
+                         f"{Path(args.train).expanduser().resolve()} cannot be read: {error}. "
+                         + _WHERE)
+
+
+def check_folder_holds_jpegs(root: Path) -> None:
+    """Exits, before torch is imported, when no class subfolder of ``root`` holds a JPEG file (a
+    job given the wrong channel fails at once); JpegFolder's listing may still refuse the rest."""
+    for child in root.iterdir():
+        if child.is_dir() and any(name.lower().endswith(JPEG_SUFFIXES)
+                                  for _, _, names in os.walk(child, followlinks=True)
+                                  for name in names):
+            return
+    root = root.expanduser().resolve()
+    loose = [p for p in root.iterdir() if p.suffix.lower() in JPEG_SUFFIXES]
+    detail = (f" (it holds {len(loose)} JPEG files directly, but they must be in one "
+              f"subfolder per class)" if loose else "")
+    raise SystemExit(f"train.py: the training data folder {root} is empty: no JPEG files "
+                     f"(.jpg, .jpeg) in class subfolders{detail}. " + _WHERE)
 
 
 def open_shards(args: argparse.Namespace):
@@ -438,7 +451,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_arguments(parser, args)
-    check_channel_folder(args.train)  # before the build and the process group start
+    root = check_channel_folder(args.train)  # before the build and the process group start
+    if args.data_format != "webdataset":
+        check_folder_holds_jpegs(root)
     _add_custom_op_to_path()
     dataset = open_shards(args) if args.data_format == "webdataset" else open_dataset(args)
     classes, ranks = dataset.classes, Ranks()

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import _sdk_venvs
+from synthetic import write_jpeg_folder
 
 REPO = Path(__file__).resolve().parent.parent
 SAGEMAKER = REPO / "sagemaker"
@@ -227,6 +228,18 @@ def test_empty_channel_folder(tmp_path, layout):
     if layout == "loose images":
         assert "one subfolder per class" in output
     assert "Traceback" not in output and BUILDING not in output
+
+
+def test_a_class_folder_without_images_beside_one_with_them(tmp_path):
+    """Past the check before torch (a JPEG file is there), JpegFolder's own listing refuses the
+    empty class, and train.py says so without a traceback."""
+    channel = tmp_path / "channel"
+    write_jpeg_folder(channel, 2, 32, 32, classes=("cats",), seed=0)
+    (channel / "dogs").mkdir()
+    code, output = run_train(tmp_path, SM_CHANNEL_TRAIN=str(channel))
+    assert code != 0
+    assert f"{channel.resolve()} cannot be read" in output and "dogs" in output
+    assert "SM_CHANNEL_TRAIN" in output and "Traceback" not in output
 
 
 # --------------------------------------------------------------------------
