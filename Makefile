@@ -165,7 +165,8 @@ LIBJPEG_LICENSES := $(LIBJPEG_STATIC)/licenses/.done
 # Ubuntu 20.04), whatever glibc this machine has. A build-only dependency,
 # checked against its hash, installed into .venv-wheel alone. The C++ runtime
 # is this machine's libstdc++ (headers and library, from g++), dynamically
-# linked as torch's is.
+# linked as torch's is; what its headers call and GCC 8's libstdc++ lacks is
+# compiled into the module (packaging/libstdcxx_compat.cpp).
 ZIGLANG_VERSION := 0.17.1
 ZIGLANG_WHEEL := ziglang-$(ZIGLANG_VERSION)-py3-none-manylinux_2_12_$(ARCH).manylinux2010_$(ARCH).musllinux_1_1_$(ARCH).whl
 ZIGLANG_SHA256_x86_64 := ea6cc5d87b033cf0aedfbc8f9549a908cae6c50ac31f1698188fa48a74524b54

@@ -1,7 +1,7 @@
 """The wheel `make wheel` builds, installed where there is no compiler (issue 23, item 3), and
-what it ships (issue 32): libjpeg-turbo's licences, manylinux_2_28 (glibc 2.28 at most), no path
-of the build machine, libjpeg-turbo 3.1 with its SIMD code, and dependencies that leave the
-installed torch alone.
+what it ships (issue 32): libjpeg-turbo's licences, manylinux_2_28 (glibc 2.28 and GCC 8's
+libstdc++ at most, for every imported symbol), no path of the build machine, libjpeg-turbo 3.1
+with its SIMD code, and dependencies that leave the installed torch alone.
 
 One wheel, built once per session (against this environment's torch 2.14.1,
 on torch's stable ABI, libjpeg-turbo 3.1 linked in), goes into two fresh venvs
@@ -372,6 +372,113 @@ def test_the_wheel_is_manylinux_2_28_and_needs_glibc_228_at_most(wheel, module):
     assert glibc and max(glibc) <= (2, 28), max(glibc)
     # The C++ runtime of GCC 8 (RHEL 8's) or older: torch's wheels bring their own needs.
     assert max(_versions(dynamic, "GLIBCXX")) <= (3, 4, 25)
+
+
+#: The newest version node of each runtime library that the oldest system of the wheel's tag
+#: provides: glibc 2.28 and GCC 8's libstdc++ and libgcc_s (RHEL 8, Ubuntu 20.04 has newer).
+NEWEST_RUNTIME_VERSIONS = {"GLIBC": (2, 28), "GLIBCXX": (3, 4, 25), "CXXABI": (1, 3, 11),
+                           "GCC": (8, 0, 0)}
+#: The C and C++ runtime libraries the module may bind to, as the build machine has them.
+RUNTIME_LIBRARIES = ("libstdc++.so.6", "libgcc_s.so.1", "libc.so.6", "libm.so.6",
+                     "libpthread.so.0", "libdl.so.2", "librt.so.1",
+                     f"ld-linux-{platform.machine().replace('_', '-')}.so.2")
+
+
+def _dynamic_symbols(path: Path) -> list[tuple[str, str | None, bool, bool]]:
+    """(name, version node or None, defined, weak) of each symbol in an ELF file's dynamic table."""
+    text = subprocess.run(["readelf", "--dyn-syms", "--wide", str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    symbols = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 8 or not parts[0].endswith(":") or not parts[0][:-1].isdigit():
+            continue
+        name, _, version = parts[7].replace("@@", "@").partition("@")
+        symbols.append((name, version or None, parts[6] != "UND", parts[4] == "WEAK"))
+    return symbols
+
+
+def _definitions(paths) -> dict[str, set[str | None]]:
+    """Every symbol the files define, with the version nodes at which they define it."""
+    defined: dict[str, set[str | None]] = {}
+    for path in paths:
+        for name, version, is_defined, _ in _dynamic_symbols(path):
+            if is_defined:
+                defined.setdefault(name, set()).add(version)
+    return defined
+
+
+def _version_node(node: str | None) -> tuple[str, tuple[int, ...]] | None:
+    """("GLIBCXX", (3, 4, 25)) for "GLIBCXX_3.4.25"; None for a node that is not a release."""
+    found = re.fullmatch(r"([A-Z]+)_([0-9]+(?:\.[0-9]+)*)", node or "")
+    return (found[1], tuple(int(part) for part in found[2].split("."))) if found else None
+
+
+def _allowed(node: str | None) -> bool:
+    parsed = _version_node(node)
+    return (parsed is not None and parsed[0] in NEWEST_RUNTIME_VERSIONS
+            and parsed[1] <= NEWEST_RUNTIME_VERSIONS[parsed[0]])
+
+
+def _runtime_library(name: str) -> Path:
+    """The runtime library the wheel's build links against (the Makefile's WHEEL_CXX_HOST's)."""
+    found = subprocess.run([os.environ.get("WHEEL_CXX_HOST", "g++"), f"-print-file-name={name}"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.isabs(found), f"the C++ compiler does not know where {name} is"
+    return Path(found).resolve()
+
+
+def _torch_libraries(site: Path) -> list[Path]:
+    return sorted(path for path in (site / "torch" / "lib").glob("lib*.so*") if path.is_file())
+
+
+def _python_libraries() -> list[Path]:
+    """The interpreter and its libpython, which define the C API an abi3 module calls."""
+    files = [Path(getattr(sys, "_base_executable", sys.executable)).resolve()]
+    shared = Path(sysconfig.get_config_var("LIBDIR") or "/") / (
+        sysconfig.get_config_var("INSTSONAME") or "")
+    return files + ([shared] if shared.is_file() else [])
+
+
+def test_every_import_of_the_module_resolves_on_the_oldest_runtime_of_its_tag(module):
+    """Each symbol the module imports exists in glibc 2.28, GCC 8's libstdc++ and libgcc_s,
+    every torch the tests install, or Python: none needs a newer system than the tag says.
+
+    A reference without a version node binds to whatever library defines the name first, so it
+    is judged by the oldest node at which this machine's runtime defines that name: a C++ runtime
+    function that only a newer libstdc++ has would be missing there, even when some torch's
+    libraries happen to carry a copy of it. A versioned reference must name an allowed node that
+    the runtime library defines. Names the runtime does not define must come from torch (every
+    installed torch) or from Python.
+    """
+    runtime = _definitions(_runtime_library(name) for name in RUNTIME_LIBRARIES)
+    torch_sites = [Path(sysconfig.get_paths()["purelib"]),
+                   next((TORCH213_VENV / "lib").glob("python3*/site-packages"))]
+    in_every_torch = set.intersection(*(set(_definitions(_torch_libraries(site)))
+                                        for site in torch_sites))
+    python = _definitions(_python_libraries())
+    symbols = _dynamic_symbols(module)
+    failures = []
+    for name, version, defined, weak in symbols:
+        if defined or not name:
+            continue
+        nodes = runtime.get(name, set())
+        if version is not None:
+            if not _allowed(version) or version not in nodes:
+                failures.append((name, f"needs {version}"))
+        elif nodes:
+            if not any(_allowed(node) for node in nodes):
+                oldest = min((node for node in nodes if _version_node(node)),
+                             key=lambda node: _version_node(node), default=None)
+                failures.append((name, f"unversioned, defined from {oldest} on"))
+        elif name not in in_every_torch and name not in python:
+            failures.append((name, "defined by no runtime library, torch or Python"))
+    demangled = subprocess.run(["c++filt"], input="\n".join(name for name, _ in failures),
+                               capture_output=True, text=True).stdout.splitlines()
+    assert not failures, "\n".join(f"{shown}: {why}" for shown, (_, why) in zip(demangled,
+                                                                                 failures))
+    # The module's own copies of runtime functions stay inside it: it exports its entry point.
+    assert [name for name, _, defined, _ in symbols if defined] == ["PyInit__C"]
 
 
 def test_the_wheel_holds_no_path_of_the_build_machine(module):
