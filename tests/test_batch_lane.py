@@ -90,38 +90,33 @@ def test_lane_calls_equal_the_per_sample_pipeline(folder, tail) -> None:
     assert_same([lane(batch) for batch in sequential_batches(lane)], reference)
 
 
-def test_random_tail_in_this_process_draws_from_the_global_generators(folder) -> None:
-    """Called in the training process, the tail draws from the process-wide generators as it
-    finds them (the lane never sets them), sample after sample; the windows and flips are
-    still each sample's own."""
+def test_random_tail_in_this_process_draws_from_each_samples_stream(folder) -> None:
+    """Called in the training process, each sample's tail finds the process-wide generators
+    seeded from the sample's stream, as a worker seeds them, and the caller's states are put
+    back afterwards: the per-sample pipeline's pixels, whatever the caller drew before."""
     tail = v2.Compose([v2.ColorJitter(0.4, 0.4, 0.4), v2.RandomGrayscale(0.5)])
     lane = BatchLane(custom_op.JpegFolder(folder), recipe(tail), seed=11)
-    crops = per_sample(lane, folder, recipe(), batches=4)
-    torch.manual_seed(12)
-    expected = [(torch.stack([tail(image) for image in images]), labels)
-                for images, labels in crops]
-    torch.manual_seed(12)
+    expected = per_sample(lane, folder, recipe(tail), batches=4)
+    seed_everything(12)
+    states = torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy()
     assert_same([lane(batch) for batch in sequential_batches(lane)], expected)
+    assert torch.equal(torch.get_rng_state(), states[0]) and random.getstate() == states[1]
+    assert np.array_equal(np.random.get_state()[1], states[2])
 
 
 def test_timm_pipeline_runs_per_sample_as_jpeg_folder_runs_it(folder) -> None:
     """Not fused: timm's train transform (v1, PIL) runs per sample in ComposeJPEG, the same
-    images as JpegFolder(transform=...) for the same seeds (timm draws from Python's random)."""
-    import random
-
+    images as JpegFolder(transform=...) with each sample's seeds (timm draws from Python's
+    random, which the lane seeds from each sample's stream)."""
     timm_data = pytest.importorskip("timm.data")
     transform = timm_data.create_transform(SIZE, is_training=True, no_aug=False)
     transform.transforms = [step for step in transform.transforms
                             if type(step).__name__ not in ("ToTensor", "MaybeToTensor", "Normalize")]
     transform.transforms.append(v2.PILToTensor())
-    reference_folder = custom_op.JpegFolder(folder, transform=transform)
-    random.seed(1)
-    torch.manual_seed(1)
-    expected = torch.stack([reference_folder[index][0] for index in range(4)])
-    lane = BatchLane(custom_op.JpegFolder(folder), transform)
-    random.seed(1)
-    torch.manual_seed(1)
-    assert torch.equal(lane(range(4))[0], expected)
+    lane = BatchLane(custom_op.JpegFolder(folder), transform, seed=1)
+    expected = per_sample(lane, folder, transform, batches=1)
+    seed_everything(2)
+    assert_same([lane(range(BATCH))], expected)
 
 
 def test_jpeg_windows_go_through_one_batch_call(folder, monkeypatch) -> None:

@@ -17,6 +17,7 @@ import sys
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local files only, in workers too
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image as PILImage
@@ -97,6 +98,27 @@ def test_hf_image_gives_an_encoded_jpeg_named_by_its_path(rows) -> None:
     assert image.source == "img_000.JPEG" and image.canvas_size == (HEIGHT, WIDTH)
     assert image.options.mode == "gray"
     assert hf_image(SAMPLES[0][0], source="row 0").source == "row 0"  # a plain binary value
+
+
+def test_an_index_is_taken_in_every_form_the_decoders_take_and_nothing_else() -> None:
+    data = photo_jpeg(4 * HEIGHT, 4 * WIDTH, 5, 0)
+    index = custom_op.jpeg_index(data)
+    assert index  # a baseline photo without restart markers can be indexed
+    plain = custom_op.decode_and_crop_jpeg(data, 150, 20, 24, 32)
+    forms = {"bytes": index, "bytearray": bytearray(index), "memoryview": memoryview(index),
+             "numpy": np.frombuffer(index, dtype=np.uint8),
+             "tensor": torch.frombuffer(bytearray(index), dtype=torch.uint8)}
+    for form, given in forms.items():
+        image = hf_image(data, index=given)
+        assert image.index_key == index, form
+        assert torch.equal(F.crop(image, 150, 20, 24, 32).as_subclass(torch.Tensor), plain), form
+    assert hf_image(data).index_key is None
+    refused = [(5, TypeError, "got int"), ("ab", TypeError, "got str"),
+               (torch.tensor([1, 2]), TypeError, "uint8 tensor"), ([1, 2], TypeError, "got list"),
+               (b"", ValueError, "empty")]
+    for given, error, message in refused:
+        with pytest.raises(error, match=rf"^hf_image\(\): index .*{message}"):
+            hf_image(data, index=given)
 
 
 def test_png_rows_are_decoded_by_torchvision(rows) -> None:

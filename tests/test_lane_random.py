@@ -5,10 +5,11 @@
   ``torch.rand(1) < p`` draw from the global generator seeded ``s``, over many
   seeds, settings and image sizes, the fallback branches included.
 - A training loop's own draws are never repeated or replayed by the lane: its
-  generators are not set from the lane's threads (with a random tail) and
-  not drawn from at all (without one).
+  generators are not set from the lane's threads, and a drawing tail, run in
+  the loop's own thread with each sample's streams, puts the loop's states back.
 - The same seed gives the same batches in every loader, with any thread or
-  worker count, whatever the loop draws between batches.
+  worker count, whatever the loop draws between batches, a drawing tail's
+  included.
 """
 
 from __future__ import annotations
@@ -92,19 +93,20 @@ def _reference_draws(count: int) -> dict[str, list]:
             "random": [python.random() for _ in range(count)]}
 
 
-@pytest.mark.parametrize("loader_kind", ["threads", "workers"])
-@pytest.mark.parametrize("random_tail", [False, True], ids=["crop-flip", "random-tail"])
+# A random tail in threads runs in the thread that iterates the loader, with the samples'
+# streams installed in the process-wide generators while it runs: another thread drawing at
+# that moment would see them, so that case is the serial test further down.
+@pytest.mark.parametrize("random_tail, loader_kind", [(False, "threads"), (False, "workers"),
+                                                      (True, "workers")],
+                         ids=["crop-flip-threads", "crop-flip-workers", "random-tail-workers"])
 def test_training_loop_draws_are_its_own(folder, random_tail, loader_kind) -> None:
     """A thread draws from torch, numpy and random from before the lane's first batch until
-    after its last. Its three streams are exactly those of its seeds, but for a random tail
-    in threads: it draws from the global torch generator there, and then numpy's and
-    random's streams still are the seeds' and no torch value comes twice."""
+    after its last, while the lane's threads (or workers) run: its three streams are exactly
+    those of its seeds."""
     lane = BatchLane(custom_op.JpegFolder(folder), recipe(random_tail), seed=1)
     batches = LaneBatchSampler(len(lane), BATCH, seed=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the tail's warning: tested below
-        loader = (lane_threads(lane, batches, threads=2) if loader_kind == "threads" else
-                  lane_dataloader(lane, batches, num_workers=2))
+    loader = (lane_threads(lane, batches, threads=2) if loader_kind == "threads" else
+              lane_dataloader(lane, batches, num_workers=2))
     torch.manual_seed(123)
     random.seed(123)
     np.random.seed(123)
@@ -129,12 +131,7 @@ def test_training_loop_draws_are_its_own(folder, random_tail, loader_kind) -> No
         done.set()
         thread.join()
     reference = _reference_draws(len(seen["torch"]))
-    assert seen["numpy"] == reference["numpy"]
-    assert seen["random"] == reference["random"]
-    if random_tail and loader_kind == "threads":
-        assert len(set(seen["torch"])) == len(seen["torch"])
-    else:
-        assert seen["torch"] == reference["torch"]
+    assert seen == reference
 
 
 def _digest(batches) -> list[str]:
@@ -193,20 +190,95 @@ def test_random_tail_in_workers_is_the_same_whatever_the_worker_count(folder, wo
     assert run(workers, draws=True) == run(1, draws=False)
 
 
-def test_a_drawing_tail_is_named_where_it_is_not_reproducible(folder) -> None:
-    lane = BatchLane(custom_op.JpegFolder(folder), recipe(True))
-    sampler = LaneBatchSampler(len(lane), BATCH)
-    message = r"ColorJitter, RandomGrayscale in the lane's transform draws from the process-wide"
-    with pytest.warns(RuntimeWarning, match=message):
-        lane_threads(lane, sampler)
-    with pytest.warns(RuntimeWarning, match=message):
-        lane_dataloader(lane, sampler, num_workers=0)
+def _loop_draws() -> list:
+    """What a training loop draws between two batches, from all three process-wide generators."""
+    return [torch.rand(3).tolist(), random.random(), float(np.random.rand())]
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def test_a_drawing_tail_in_threads_is_reproducible_and_leaves_the_loops_draws_alone(
+        folder) -> None:
+    """ColorJitter and RandomGrayscale after the fused crop, in lane_threads: two epochs give
+    the same batches whether or not the loop draws between them, the batches of the lane
+    called directly and of a worker, and the loop's own draws are those of a loop without
+    the lane."""
+    def run(draw: bool) -> tuple[list[list[str]], list]:
+        _seed_everything(5)
+        lane = BatchLane(custom_op.JpegFolder(folder), recipe(True), seed=9)
+        loader = lane_threads(lane, LaneBatchSampler(len(lane), BATCH, seed=4), threads=2)
+        epochs, draws = [], []
+        for _ in (0, 1):
+            digests = []
+            for batch in loader:
+                digests += _digest([batch])
+                if draw:
+                    draws.append(_loop_draws())
+            epochs.append(digests)
+        return epochs, draws
+
+    drawn, loop_draws = run(draw=True)
+    assert run(draw=False)[0] == drawn
+    _seed_everything(5)
+    assert loop_draws == [_loop_draws() for _ in loop_draws]
+
+    lane = BatchLane(custom_op.JpegFolder(folder), recipe(True), seed=9)
+    sampler = LaneBatchSampler(len(lane), BATCH, seed=4)
+    called = []
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        called.append(_digest(lane(batch, epoch) for batch in sampler))
+    assert called == drawn and drawn[0] != drawn[1]
+    worker = lane_dataloader(lane, LaneBatchSampler(len(lane), BATCH, seed=4), num_workers=1,
+                             persistent_workers=True)
+    assert [_digest(worker) for _ in (0, 1)] == drawn
+
+
+def test_the_callers_generators_are_put_back_when_a_tail_raises(folder) -> None:
+    class FailsOnTheSecond:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def __call__(self, image):
+            self.calls += 1
+            torch.rand(1)
+            if self.calls == 2:
+                raise RuntimeError("the tail's own failure")
+            return image
+
+    lane = BatchLane(custom_op.JpegFolder(folder), v2.Compose(
+        [*recipe(False).transforms, FailsOnTheSecond()]), seed=3)
+    _seed_everything(8)
+    states = (torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
+    with pytest.raises(RuntimeError, match="the tail's own failure"):
+        lane([0, 1, 2])
+    assert torch.equal(torch.get_rng_state(), states[0])
+    assert random.getstate() == states[1]
+    assert np.array_equal(np.random.get_state()[1], states[2])
+
+
+def test_only_an_unfused_drawing_transform_is_named_as_not_reproducible(folder) -> None:
+    sampler = LaneBatchSampler(10, BATCH)
+    unfused = BatchLane(custom_op.JpegFolder(folder), v2.Compose(
+        [v2.RandomCrop(SIZE), v2.RandomHorizontalFlip()]))
+    torch.manual_seed(2)
+    state = torch.get_rng_state()
+    with pytest.warns(RuntimeWarning, match=r"lane_threads: Compose in the lane's transform "
+                                            r"draws .* not reproducible"):
+        lane_threads(unfused, sampler)
+    # Finding out ran the transform once, and put the generator back.
+    assert torch.equal(torch.get_rng_state(), state)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        lane = BatchLane(custom_op.JpegFolder(folder), recipe(True))
+        lane_threads(lane, sampler)
+        lane_dataloader(lane, sampler, num_workers=0)
         lane_dataloader(lane, sampler, num_workers=1)
-        deterministic = BatchLane(custom_op.JpegFolder(folder), v2.Compose(
-            [*recipe(False).transforms, v2.ToDtype(torch.float32)]))
-        lane_threads(deterministic, sampler)
+        lane_dataloader(unfused, sampler, num_workers=0)
 
 
 class DrawsFromRandomAndNumpy:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
+from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, SequentialSampler
 from torchvision.transforms import v2
 
 import custom_op
@@ -28,8 +30,8 @@ def folder(tmp_path_factory):
     return root
 
 
-# The threads lane with a tail that draws nothing (a drawing tail is not reproducible in
-# threads); the workers lane with ColorJitter, whose draws the workers seed per sample.
+# Both lanes with a tail that draws (ColorJitter), whose draws come from each sample's
+# stream, and the threads lane with one that draws nothing after it.
 SETUP = textwrap.dedent("""
     import torch
     from torchvision.transforms import v2
@@ -37,7 +39,9 @@ SETUP = textwrap.dedent("""
     from custom_op.datasets import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
 
     def make(kind, root):
-        tail = [v2.ToDtype(torch.float32)] if kind == "threads" else [v2.ColorJitter(0.5, 0.5)]
+        tail = [v2.ColorJitter(0.5, 0.5)]
+        if kind == "threads":
+            tail.append(v2.ToDtype(torch.float32))
         lane = BatchLane(custom_op.JpegFolder(root), v2.Compose(
             [v2.RandomResizedCrop(40), v2.RandomHorizontalFlip(), *tail]), seed=9)
         batches = LaneBatchSampler(len(lane), 4, seed=3)
@@ -106,3 +110,37 @@ def test_a_state_of_another_seed_is_refused(folder) -> None:
         loader.load_state_dict({"epoch": 1, "batches": -1, "seed": SEED})
     with pytest.raises(ValueError, match=r"the state has no \['seed'\]"):
         loader.load_state_dict({"epoch": 1, "batches": 2})
+
+
+def test_a_batch_sampler_whose_order_cannot_be_made_again_is_refused(folder) -> None:
+    """Resuming skips the batches already handed out: with a RandomSampler's order, or a
+    sampler the lane knows nothing of, that would silently skip other samples."""
+    lane = BatchLane(custom_op.JpegFolder(folder), v2.Compose([v2.RandomResizedCrop(SIZE)]),
+                     seed=SEED)
+    state = {"epoch": 1, "batches": 2, "seed": SEED}
+    foreign = {"BatchSampler(RandomSampler)": BatchSampler(RandomSampler(range(len(lane))),
+                                                          BATCH, drop_last=False),
+               "Batches": Batches()}
+    for kind, sampler in foreign.items():
+        for loader in (lane_threads(lane, sampler), lane_dataloader(lane, sampler)):
+            with pytest.raises(TypeError, match=re.escape(
+                    f"load_state_dict: the loader's batch sampler is a {kind}, whose order the "
+                    "lane cannot reproduce") + r".*LaneBatchSampler\(len\(lane\)"):
+                loader.load_state_dict(state)
+    ranks = DistributedSampler(range(len(lane)), num_replicas=2, rank=0, seed=3)
+    for sampler in (LaneBatchSampler(len(lane), BATCH, seed=3), [[0, 1], [2, 3], [4, 5]],
+                    BatchSampler(ranks, BATCH, drop_last=False),
+                    BatchSampler(SequentialSampler(range(len(lane))), BATCH, drop_last=False)):
+        loader = lane_threads(lane, sampler)
+        loader.load_state_dict(state)
+        assert len(list(loader)) == len(sampler) - 2
+
+
+class Batches:
+    """A batch sampler of the caller's own, whose order the lane cannot vouch for."""
+
+    def __iter__(self):
+        return iter([[0, 1], [2, 3], [4, 5]])
+
+    def __len__(self) -> int:
+        return 3

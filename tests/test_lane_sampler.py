@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -64,3 +66,15 @@ def test_bad_arguments_are_refused() -> None:
         LaneBatchSampler(10, 1, rank=2, world_size=2)
     with pytest.raises(ValueError, match="epoch must be an int >= 0, got -1"):
         LaneBatchSampler(10, 1).set_epoch(-1)
+
+
+@pytest.mark.parametrize("name, value", [("batches", -1), ("batches", 1.5), ("batches", True),
+                                         ("batches", "2"), ("epoch", -1), ("epoch", 0.5)])
+def test_a_state_with_a_bad_count_is_refused_by_the_loaders_rule(name, value) -> None:
+    sampler = LaneBatchSampler(10, 3, seed=4)
+    state = {"epoch": 1, "batches": 1, name: value}
+    with pytest.raises(ValueError, match=rf"^LaneBatchSampler.load_state_dict: {name} must be "
+                                         rf"an int >= 0, got {re.escape(repr(value))}$"):
+        sampler.load_state_dict(state)
+    assert sampler.state_dict() == {"epoch": 0, "batches": 0}  # nothing taken from it
+    assert len(list(sampler)) == 4

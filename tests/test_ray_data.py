@@ -10,6 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 import ray
 import torch
@@ -184,6 +185,22 @@ def test_bad_arguments_are_refused_in_the_driver(cluster, files):
         lane_map_batches(dataset, TRANSFORM, seed=SEED, concurrency=0)
     with pytest.raises(TypeError, match="seed must be an int, got None"):
         lane_map_batches(dataset, TRANSFORM, seed=None)
+
+
+def test_an_empty_batch_gives_an_empty_result_with_or_without_an_epoch_column():
+    """Called directly, as an actor calls it, on a batch of no rows."""
+    empty = {"bytes": np.array([], dtype=object), "path": np.array([], dtype=object),
+             "cls": np.array([], dtype=object), "epoch": np.array([], dtype=np.int64)}
+    for epoch_column in ("epoch", None):
+        decoder = LaneDecoder(TRANSFORM, seed=SEED, label_column="cls", classes=["a", "b"],
+                              epoch_column=epoch_column)
+        result = decoder(empty)
+        assert result["image"].shape == (0, 3, 48, 48) and result["image"].dtype == np.uint8
+        assert result["label"].shape == (0,)
+        assert list(result) == (["image", "epoch", "label"] if epoch_column
+                                else ["image", "label"])
+        if epoch_column:
+            assert result["epoch"].shape == (0,) and result["epoch"].dtype == np.int64
 
 
 def test_a_bad_file_fails_its_task_naming_it(cluster, tmp_path):

@@ -19,16 +19,20 @@ steps, each a method, so that a loader can run them where they serve best:
    (the "tail") per sample.
 
 A tail is the user's transform and draws from the process-wide generators
-(torchvision's and timm's random transforms know no other). In a DataLoader
-worker those generators are the worker's own: before each sample's tail they
-are seeded from the sample's stream, so the tail draws what the per-sample
-pipeline seeded with the sample's seed would draw. In the training process
-they are the training loop's, and the lane never sets them: the tail draws
-from them as it finds them (the loaders warn when it does).
+(torchvision's and timm's random transforms know no other). Before each
+sample's tail they are seeded from the sample's stream, so the tail draws
+what the per-sample pipeline seeded with the sample's seed would draw, and
+after the batch the caller's states are put back, so that the training
+loop's own sequence goes on as if the lane had drawn nothing. Those
+generators are the whole process's: this is done only in the thread that
+asked for the batch, never on a loader's background threads (lane_threads
+runs a drawing tail in the training loop's thread as each batch is handed
+over).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -49,7 +53,8 @@ from .._torchvision._fused_resize import native_size
 from .._torchvision._tv_geometry import interpolation_mode
 from ..transforms import decode_remaining
 from ._lane_random import (derived_seed, draws_from_global_generators, flip_draw,
-                           resized_crop_window, sample_generator, seed_process_generators)
+                           process_generators_kept, resized_crop_window, sample_generator,
+                           seed_process_generators)
 from ._lane_sample import LaneSample
 
 __all__ = ["BatchLane", "LaneSample", "split_transform"]
@@ -63,10 +68,20 @@ class _Plan:
     samples: list[LaneSample]
     windows: list[Optional[dict[str, int]]]
     flips: list[bool]
-    #: Each sample's generator after the lane's draws, with its seed: where a worker's
-    #: process-wide generators are put before the sample's tail (None: failed to load).
+    #: Each sample's generator after the lane's draws, with its seed: where the process-wide
+    #: generators are put before the sample's tail (None: failed to load).
     generators: list[Optional[torch.Generator]]
     seeds: list[Optional[int]]
+
+
+@dataclasses.dataclass
+class _Decoded:
+    """A batch decoded but for its tail, substitutions and stacking: what is left for
+    :meth:`BatchLane._finished`, which a loader may run in another thread."""
+
+    plan: _Plan
+    images: Any
+    failures: dict[int, Exception]
 
 
 def split_transform(transform: Any) -> tuple[Optional[v2.RandomResizedCrop],
@@ -222,8 +237,8 @@ class BatchLane:
         (the tail's, or the whole transform when nothing is fused); empty when none does.
 
         Found once, by running them on a blank image of the output's size (the fused
-        case) or on the source's first sample, which moves the process-wide generators on
-        by one sample's draws."""
+        case) or on the source's first sample, with the process-wide generators put back
+        afterwards."""
         if self._global_draws is None:
             if self.crop is not None:
                 steps = [] if self.tail is None else (
@@ -241,21 +256,36 @@ class BatchLane:
         """The batch: windows decoded into one tensor, flipped, the tail applied; and the labels.
 
         ``num_threads`` overrides the lane's for this batch (lane_threads decodes several
-        batches at once, each on one thread)."""
-        samples = plan.samples
+        batches at once, each on one thread). A tail that draws from the process-wide
+        generators finds them seeded from each sample's stream, in the calling thread, and
+        the caller's states are put back afterwards."""
+        return self._finished(self._decoded(plan, num_threads))
+
+    def _decoded(self, plan: _Plan, num_threads: Optional[int] = None, *,
+                 streams: bool = True) -> _Decoded:
+        """The batch before its tail. With nothing fused, the whole transform runs here per
+        sample, with each sample's streams installed only when ``streams`` (see
+        :func:`_each_sample`)."""
         failures: dict[int, Exception] = {index: sample.error for index, sample in
-                                          enumerate(samples) if sample.image is None}
+                                          enumerate(plan.samples) if sample.image is None}
         if failures and self.on_error == "raise":
             raise next(iter(failures.values()))
         if self.crop is None:
-            images = self._per_sample_transform(plan, failures)
+            images = self._per_sample_transform(plan, failures, streams)
         else:
             images = self._decode_windows(plan, failures, num_threads)
+        return _Decoded(plan, images, failures)
+
+    def _finished(self, decoded: _Decoded, *, streams: bool = True
+                  ) -> tuple[torch.Tensor, Any]:
+        """The tail applied (with each sample's streams installed when ``streams``), failed
+        samples substituted, the batch stacked; and the labels."""
+        plan, images, failures = decoded.plan, decoded.images, decoded.failures
         if self.tail is not None:
-            images = self._apply_tail(images, plan, failures)
-        labels = [sample.label for sample in samples]
+            images = self._apply_tail(images, plan, failures, streams)
+        labels = [sample.label for sample in plan.samples]
         if failures:
-            images, labels = self._substitute(images, labels, samples, failures)
+            images, labels = self._substitute(images, labels, plan.samples, failures)
         if isinstance(images, list):
             images = self._stack(images)
         return images, _label_tensor(labels)
@@ -376,37 +406,29 @@ class BatchLane:
             raise error
         failures[index] = error
 
-    def _per_sample_transform(self, plan: _Plan, failures: dict[int, Exception]) -> list[Any]:
+    def _per_sample_transform(self, plan: _Plan, failures: dict[int, Exception],
+                              streams: bool) -> list[Any]:
         """No crop to fuse: the whole transform per sample, as the per-sample pipeline runs it."""
-        samples = plan.samples
-        images: list[Any] = [None] * len(samples)
-        for index, sample in enumerate(samples):
-            if index in failures:
-                continue
+        images: list[Any] = [None] * len(plan.samples)
+
+        def transform(index: int) -> None:
             try:
-                self._seed_worker(plan, index)
-                images[index] = decode_remaining(self.transform(sample.image))
+                images[index] = decode_remaining(self.transform(plan.samples[index].image))
             except JpegDecodeError as error:
                 self._fail_or_note(failures, index, error)
+
+        _each_sample(plan, failures, streams, transform)
         return images
 
-    def _apply_tail(self, images: Any, plan: _Plan, failures: dict[int, Exception]) -> list[Any]:
+    def _apply_tail(self, images: Any, plan: _Plan, failures: dict[int, Exception],
+                    streams: bool) -> list[Any]:
         results: list[Any] = [None] * len(plan.samples)
-        for index in range(len(plan.samples)):
-            if index in failures:
-                continue
-            self._seed_worker(plan, index)
-            results[index] = self.tail(tv_tensors.Image(images[index]))
-        return results
 
-    @staticmethod
-    def _seed_worker(plan: _Plan, index: int) -> None:
-        """In a DataLoader worker, the process-wide generators seeded from sample ``index``'s
-        stream, for the transform that draws from them; in the training process, nothing:
-        there they are the training loop's, and the lane never sets them."""
-        generator = plan.generators[index]
-        if generator is not None and torch.utils.data.get_worker_info() is not None:
-            seed_process_generators(generator, plan.seeds[index])
+        def tail(index: int) -> None:
+            results[index] = self.tail(tv_tensors.Image(images[index]))
+
+        _each_sample(plan, failures, streams, tail)
+        return results
 
     def _substitute(self, images: Any, labels: list[Any], samples: list[LaneSample],
                     failures: dict[int, Exception]) -> tuple[Any, list[Any]]:
@@ -424,6 +446,24 @@ class BatchLane:
                          "%s", samples[index].name, samples[replacement].name, self.substitutions,
                          os.getpid(), error)
         return images, labels
+
+
+def _each_sample(plan: _Plan, failures: dict[int, Exception], streams: bool,
+                 work: Callable[[int], None]) -> None:
+    """``work(index)`` for each sample of the batch that loaded. With ``streams``, the
+    process-wide generators are seeded from each sample's stream before its work, and the
+    caller's states are put back once the batch is done (or has raised), so that the
+    transform's draws are the sample's own and the training loop's sequence is unchanged.
+    Without ``streams`` (a loader's background thread, where the training loop may draw at
+    the same moment) they are left alone, and the transform draws from them as it finds
+    them."""
+    with process_generators_kept() if streams else contextlib.nullcontext():
+        for index, generator in enumerate(plan.generators):
+            if index in failures:
+                continue
+            if streams and generator is not None:
+                seed_process_generators(generator, plan.seeds[index])
+            work(index)
 
 
 def _channels(image: Any) -> int:

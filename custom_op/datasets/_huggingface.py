@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Optional, Union
 from torchvision import tv_tensors
 
 from .._decode import JPEG_SIGNATURE
+from .._index import as_index
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
 from .._regular_files import read_row_path
@@ -85,7 +86,7 @@ HF_OPTIONS = hf_decode_options("hf_image")
 
 def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
              source: Optional[str] = None,
-             index: Optional[bytes] = None) -> Union[EncodedJpeg, tv_tensors.Image]:
+             index: Any = None) -> Union[EncodedJpeg, tv_tensors.Image]:
     """Turns one row's image of an ``Image(decode=False)`` column into what v2 transforms crop.
 
     Args:
@@ -100,7 +101,9 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
             DecodeOptions' defaults.
         source: The name used in error messages; default the row's ``path``.
         index: The row's MCU-row index (its :func:`add_index_column` column),
-            which the JPEG's crops then use; None: no index.
+            which the JPEG's crops then use; None: no index. What the decoders'
+            ``index=`` takes: bytes, a bytearray, a memoryview, a 1-D uint8
+            numpy array or CPU tensor.
 
     Returns:
         An :class:`custom_op.EncodedJpeg` (header read, nothing decoded) when
@@ -117,7 +120,10 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
             row has no image (None); the message starts with the source.
         TypeError: ``value`` is neither a {"bytes", "path"} dict nor bytes
             (e.g. a decoded PIL image: cast the column to
-            ``Image(decode=False)``).
+            ``Image(decode=False)``), or ``index`` is not what the decoders
+            take as an index (an int, a str, a tensor of another dtype).
+        ValueError: ``index`` is empty, not 1-D or not contiguous (as the
+            decoders refuse it).
         OSError: a row without bytes names a file that cannot be read.
 
     Example:
@@ -127,12 +133,22 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
         >>> v2.RandomResizedCrop(224)(image).shape    # only the window was decoded
         torch.Size([3, 224, 224])
     """
+    # Checked as the decoders check their index=, before anything is read, so that what
+    # they take is taken here and nothing else is turned into bytes.
+    checked = _checked_index(index)
     raw, name = _bytes_and_source(value, source, options.max_memory)
     if raw.startswith(JPEG_SIGNATURE):
         image = EncodedJpeg.with_options(raw, options, source=name)
-        image.index_key = bytes(index) if index else None
+        image.index_key = checked
         return image
     return _decode_other_format(raw, name, options.mode)
+
+
+def _checked_index(index: Any) -> Optional[bytes]:
+    """hf_image's ``index``, refused unless the decoders take it (custom_op._index.as_index),
+    as the bytes the index cache holds (None for no index)."""
+    tensor = as_index("hf_image", index)
+    return None if tensor is None else tensor.numpy().tobytes()
 
 
 class HfImageTransform:

@@ -63,18 +63,17 @@ class LaneBatches(Dataset):
         return images, labels
 
 
-def _warn_if_drawing(lane: BatchLane, owner: str) -> None:
-    """Says once, when the loader is built, that the transform's own draws (a random tail)
-    come from the training process's generators, which the lane does not set."""
-    drawing = lane.global_draws()
-    if drawing:
-        warnings.warn(f"{owner}: {', '.join(drawing)} in the lane's transform draws from the "
-                      "process-wide random generators (torch, random, numpy), which the lane "
-                      "never sets in the training process: its draws depend on what else "
-                      "draws, and are not reproducible here. The windows and flips are. For "
-                      "reproducible draws of the whole transform use lane_dataloader with "
-                      "num_workers >= 1, whose workers seed their own generators per sample.",
-                      RuntimeWarning, stacklevel=3)
+def _warn_unfused_drawing(drawing: list[str]) -> None:
+    """Says once, when lane_threads is built, that a transform with nothing fused draws on
+    the decoding threads, where the process-wide generators cannot be seeded per sample."""
+    warnings.warn(f"lane_threads: {', '.join(drawing)} in the lane's transform draws from the "
+                  "process-wide random generators (torch, random, numpy), and with no "
+                  "v2.RandomResizedCrop first to fuse, the whole transform runs per sample on "
+                  "the decoding threads, which cannot seed those generators per sample while "
+                  "the training loop draws from them: these draws are not reproducible. Put "
+                  "v2.RandomResizedCrop first (a tail after it is run reproducibly), or use "
+                  "lane_dataloader, which seeds them per sample.",
+                  RuntimeWarning, stacklevel=3)
 
 
 class LaneDataLoader(DataLoader):
@@ -111,11 +110,11 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
 
     Every ``iter(loader)`` is an epoch, counted from ``initial_epoch``: the
     loader sets the lane's epoch (and the batch sampler's, if it has
-    ``set_epoch``) before it starts. Each worker seeds its own process-wide
-    generators from each sample's stream before the sample's tail, so a tail
-    that draws from them (ColorJitter, RandAugment) draws reproducibly too;
-    with ``num_workers=0`` it draws from the training process's generators
-    (a RuntimeWarning says so when the loader is built).
+    ``set_epoch``) before it starts. The process-wide generators are seeded
+    from each sample's stream before the sample's tail (in each worker, or
+    with ``num_workers=0`` in the training loop's thread, its own states put
+    back after each batch), so a tail that draws from them (ColorJitter,
+    RandAugment) draws reproducibly too.
 
     Args:
         lane: The :class:`BatchLane` (``pin_memory=False``).
@@ -124,7 +123,8 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
             alone, or ``BatchSampler(DistributedSampler(...), 64)`` (call the
             DistributedSampler's ``set_epoch`` before each epoch, as with
             any DataLoader). Resuming skips the batches already yielded, so
-            it needs an order that the epoch determines.
+            it needs an order that the epoch determines: ``load_state_dict``
+            refuses (TypeError) a batch sampler whose order it cannot vouch for.
         num_workers, pin_memory, persistent_workers: the DataLoader's. Persistent
             workers also keep their MCU-row index caches from one epoch to the
             next, and build a sample's index on its first crop
@@ -159,8 +159,6 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
     if taken:
         raise ValueError(f"lane_dataloader: {', '.join(taken)} cannot be given: the lane makes "
                          "whole batches (batch_size=None, the batch sampler as sampler)")
-    if num_workers == 0:
-        _warn_if_drawing(lane, "lane_dataloader(num_workers=0)")
     if loader_options.get("generator") is None:
         # The DataLoader draws its workers' base seed at every epoch; from its own generator
         # that draw leaves the training loop's global generator alone.
@@ -201,12 +199,18 @@ class LaneThreads:
     """What :func:`lane_threads` returns: iterate it once per epoch; ``state_dict()`` /
     ``load_state_dict()`` resume an epoch mid-way. ``loader`` is the torchdata.nodes.Loader."""
 
-    def __init__(self, loader: Any, cursor: EpochCursor) -> None:
-        self.loader, self._cursor = loader, cursor
+    def __init__(self, loader: Any, cursor: EpochCursor,
+                 deliver: Optional[Callable[[Any], Any]] = None) -> None:
+        self.loader, self._cursor, self._deliver = loader, cursor, deliver
 
     def __iter__(self) -> Iterator[Any]:
         self._cursor.start()
         for batch in self.loader:
+            if self._deliver is not None:
+                # In the thread that iterates the loader: the lane's own threads never draw
+                # from the process-wide generators, so the tail seeded here draws only the
+                # samples' numbers, and the loop's states are put back before it goes on.
+                batch = self._deliver(batch)
             self._cursor.handed()
             yield batch
         self._cursor.finish()
@@ -232,9 +236,13 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
     leaves them waiting for its last image. The batches are those of
     ``lane(indices, epoch)`` called in a loop, whatever the thread count and
     whatever the training loop draws. A tail that draws from the process-wide
-    generators draws from the training process's, which no thread sets: a
-    RuntimeWarning names it when the loader is built (the lane runs the
-    tail once on a blank image to find out).
+    generators (found when the loader is built, by running it once on a
+    blank image) runs in the thread that iterates the loader, as each batch
+    is handed over, with each sample's stream installed and the loop's own
+    states put back afterwards: its draws are reproducible and the loop's
+    sequence is unchanged (another thread drawing at that moment would see
+    the samples' streams). A transform with nothing fused that draws runs on
+    the decoding threads, not reproducibly: a RuntimeWarning names it.
 
     Args:
         lane: The :class:`BatchLane`; ``lane.pin_memory`` pins each batch as
@@ -271,7 +279,13 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
             raise ValueError(f"lane_threads: {name} must be an int >= 1, got {value!r}")
     cursor = EpochCursor(lane, batch_sampler, initial_epoch, "lane_threads")
     nodes = _nodes()
-    _warn_if_drawing(lane, "lane_threads")
+    drawing = lane.global_draws()
+    # A fused tail that draws waits for the consumer's thread: the decoding threads run
+    # beside the training loop, and seeding the process-wide generators there would
+    # change the loop's draws and let the loop change the tail's.
+    deferred = bool(drawing) and lane.crop is not None
+    if drawing and not deferred:
+        _warn_unfused_drawing(drawing)
     pin = pin_memory and not lane.pin_memory
 
     def load(request: BatchRequest) -> tuple[int, Any]:
@@ -280,9 +294,16 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
     def draw(loaded: tuple[int, Any]) -> Any:
         return lane.draw(loaded[1], loaded[0])
 
-    def decode(plan: Any) -> tuple[Any, Any]:
-        images, labels = lane.decode(plan, num_threads=1)
+    def finish(decoded: Any, streams: bool) -> tuple[Any, Any]:
+        images, labels = lane._finished(decoded, streams=streams)
         return (images.pin_memory() if pin else images), labels
+
+    def decode(plan: Any) -> Any:
+        decoded = lane._decoded(plan, num_threads=1, streams=False)
+        return decoded if deferred else finish(decoded, streams=False)
+
+    def deliver(decoded: Any) -> tuple[Any, Any]:
+        return finish(decoded, streams=True)
 
     batches = nodes.IterableWrapper(GatedIterable(Requests(batch_sampler, cursor)))
     loaded = nodes.ParallelMapper(batches, gated(load), num_workers=threads, method="thread",
@@ -293,4 +314,4 @@ def lane_threads(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *, thr
     ahead = nodes.Prefetcher(decoded, prefetch_factor=prefetch)
     loader = nodes.Loader(ahead)
     stop_at_exit(loader, [ahead, decoded, loaded])
-    return LaneThreads(loader, cursor)
+    return LaneThreads(loader, cursor, deliver if deferred else None)

@@ -3,10 +3,16 @@
 Each sample's window and flip are drawn from a ``torch.Generator`` that belongs
 to that sample alone and is seeded from a hash of the lane's seed, the epoch
 and the sample's key (its dataset index, or a tar member's shard and key), as
-DALI and FFCV derive theirs. Nothing here reads or moves the process-wide
-generators, so the training loop's own draws, the number of threads or
-workers and their timing change no batch, and a resumed epoch draws what the
-uninterrupted one drew.
+DALI and FFCV derive theirs. These draws neither read nor move the
+process-wide generators, so the training loop's own draws, the number of
+threads or workers and their timing change no batch, and a resumed epoch
+draws what the uninterrupted one drew.
+
+A tail that draws (ColorJitter) knows only the process-wide generators. For
+it, :func:`seed_process_generators` puts them in the sample's stream, inside
+:func:`process_generators_kept`, which puts the caller's states back: the
+tail's draws are the sample's own and the training loop's sequence is left
+as it was.
 
 The draws keep torchvision's distributions exactly: :func:`resized_crop_window`
 makes the same calls as ``v2.RandomResizedCrop.make_params`` on the
@@ -17,16 +23,17 @@ would give the transforms.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import random
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 
 __all__ = ["derived_seed", "draws_from_global_generators", "flip_draw", "resized_crop_window",
-           "numpy_seed", "sample_generator", "seed_process_generators"]
+           "numpy_seed", "process_generators_kept", "sample_generator", "seed_process_generators"]
 
 def derived_seed(seed: int, epoch: int, key: Any) -> int:
     """A 64-bit seed for the stream of sample ``key`` in ``epoch``: a hash, so that nearby
@@ -91,11 +98,29 @@ def seed_process_generators(generator: torch.Generator, seed: int) -> None:
     state (the sample's stream after the lane's own draws), ``random`` seeded with ``seed``,
     numpy with :func:`numpy_seed` of it.
 
-    Only for DataLoader worker processes: there the process-wide generators serve the
-    worker alone, while in the training process they are the training loop's."""
+    Only inside :func:`process_generators_kept`, and only in a thread where nothing else
+    draws meanwhile: the generators are the whole process's, so the caller's own streams
+    must be put back afterwards and no other thread may draw from the sample's."""
     torch.set_rng_state(generator.get_state())
     random.seed(seed)
     np.random.seed(numpy_seed(seed))
+
+
+@contextlib.contextmanager
+def process_generators_kept() -> Iterator[None]:
+    """Runs the body with the process-wide torch, ``random`` and numpy generators saved and
+    put back afterwards, as ``torch.random.fork_rng`` does for torch's alone.
+
+    The lane seeds those generators per sample for a tail that draws from them; putting
+    the caller's states back leaves the training loop's own sequence as if the lane had
+    drawn nothing."""
+    torch_state, python_state, numpy_state = _global_states()
+    try:
+        yield
+    finally:
+        torch.set_rng_state(torch_state)
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def numpy_seed(seed: int) -> int:
@@ -117,13 +142,14 @@ def draws_from_global_generators(steps: Sequence[Any], image: Any) -> list[str]:
     """The names of the ``steps`` that draw from the process-wide generators, found by running
     them once in turn on ``image`` and reading (never setting) the generators around each.
 
-    A step that draws moves those generators on by its draws: a drawing transform found here
-    has taken its numbers from the caller's streams, as it would have in the first batch."""
+    A step that draws moves those generators on by its draws; they are put back afterwards,
+    so the caller's streams go on as if nothing had been run."""
     drawing = []
-    for step in steps:
-        before = _global_states()
-        image = step(image)
-        if not _same_states(before, _global_states()):
-            drawing.append(type(step).__name__)
+    with process_generators_kept():
+        for step in steps:
+            before = _global_states()
+            image = step(image)
+            if not _same_states(before, _global_states()):
+                drawing.append(type(step).__name__)
     return drawing
 

@@ -6,7 +6,8 @@ its state: the lane draws every sample from a stream of (seed, epoch, key),
 so a loader that starts epoch ``e`` at batch ``k + 1`` (its batch sampler's
 first ``k`` batches skipped) yields what the uninterrupted run yielded from
 there, provided the batch sampler's order is a function of its epoch
-(:class:`LaneBatchSampler`, or DistributedSampler after its ``set_epoch``).
+(:class:`LaneBatchSampler`, or DistributedSampler after its ``set_epoch``);
+``load_state_dict`` refuses a batch sampler whose order is not.
 
 Each batch the sampler yields is sent on as a :class:`BatchRequest` that
 carries its epoch, because a DataLoader's persistent workers hold copies of
@@ -18,7 +19,35 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
+from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
+
+from ._lane_sampler import LaneBatchSampler, checked_count
+
 __all__ = ["BatchRequest", "EpochCursor", "Requests"]
+
+
+def _check_reproducible(batch_sampler: Any, owner: str) -> None:
+    """Refuses to resume with a batch sampler whose order the lane cannot make again.
+
+    Resuming skips the batches the interrupted run already handed out, which is right only
+    if the sampler yields the same order again in that epoch: LaneBatchSampler's is a
+    function of its seed and epoch, a DistributedSampler's of its seed and the epoch its
+    set_epoch was given, a SequentialSampler's and a fixed list's never change. Any other
+    (a RandomSampler, a sampler of the caller's) would silently give other batches."""
+    if isinstance(batch_sampler, (LaneBatchSampler, list, tuple)):
+        return
+    inner = getattr(batch_sampler, "sampler", None)
+    if isinstance(batch_sampler, BatchSampler) and isinstance(
+            inner, (DistributedSampler, SequentialSampler)):
+        return
+    kind = (f"BatchSampler({type(inner).__name__})" if isinstance(batch_sampler, BatchSampler)
+            else type(batch_sampler).__name__)
+    raise TypeError(f"{owner}.load_state_dict: the loader's batch sampler is a {kind}, whose "
+                    "order the lane cannot reproduce, so the resumed epoch would yield other "
+                    "batches than the interrupted run: build the loader with "
+                    "LaneBatchSampler(len(lane), batch_size, seed=...), whose order is a "
+                    "function of its seed and epoch (or a BatchSampler around a "
+                    "DistributedSampler, calling its set_epoch)")
 
 
 class BatchRequest(NamedTuple):
@@ -38,9 +67,7 @@ class EpochCursor:
 
     def __init__(self, lane: Any, batch_sampler: Iterable[Sequence[int]], initial_epoch: int,
                  owner: str) -> None:
-        if isinstance(initial_epoch, bool) or not isinstance(initial_epoch, int) \
-                or initial_epoch < 0:
-            raise ValueError(f"{owner}: initial_epoch must be an int >= 0, got {initial_epoch!r}")
+        checked_count(owner, "initial_epoch", initial_epoch)
         self.lane, self.batch_sampler, self.owner = lane, batch_sampler, owner
         self.next_epoch, self.skip = initial_epoch, 0
         self.epoch, self.batches, self.first, self.running = initial_epoch, 0, 0, False
@@ -84,10 +111,8 @@ class EpochCursor:
                              f"seeded {state['seed']}, this lane's seed is {self.lane.seed}: "
                              f"give BatchLane(seed={state['seed']}) to resume that run")
         for name in ("epoch", "batches"):
-            value = state[name]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{self.owner}.load_state_dict: {name} must be an int >= 0, "
-                                 f"got {value!r}")
+            checked_count(f"{self.owner}.load_state_dict", name, state[name])
+        _check_reproducible(self.batch_sampler, self.owner)
         self.next_epoch, self.skip, self.running = state["epoch"], state["batches"], False
 
 

@@ -20,6 +20,17 @@ from ._lane_random import derived_seed, sample_generator
 __all__ = ["LaneBatchSampler"]
 
 
+def checked_count(owner: str, name: str, value: Any) -> int:
+    """``value`` checked as an epoch or a count of batches: an int >= 0, and not a bool.
+
+    The one rule for every epoch and batch count the lane takes (the loaders' initial
+    epoch and states, LaneBatchSampler's epoch and state), so that what one refuses the
+    others refuse too: a negative count would skip from the end, a fractional one be cut."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{owner}: {name} must be an int >= 0, got {value!r}")
+    return value
+
+
 class LaneBatchSampler:
     """Batches of indices into a dataset of ``length`` samples, reshuffled every epoch.
 
@@ -114,14 +125,17 @@ class LaneBatchSampler:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose order the next iteration yields."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"LaneBatchSampler: epoch must be an int >= 0, got {epoch!r}")
-        self.epoch = epoch
+        self.epoch = checked_count("LaneBatchSampler", "epoch", epoch)
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "batches": self._yielded}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """The next iteration is ``state``'s epoch, from the batch after the last it yielded."""
-        self.set_epoch(state["epoch"])
-        self._skip = self._yielded = int(state["batches"])
+        """The next iteration is ``state``'s epoch, from the batch after the last it yielded.
+
+        Raises:
+            ValueError: ``epoch`` or ``batches`` is not an int >= 0 (the loaders' rule)."""
+        owner = "LaneBatchSampler.load_state_dict"
+        epoch = checked_count(owner, "epoch", state["epoch"])
+        batches = checked_count(owner, "batches", state["batches"])
+        self.epoch, self._skip, self._yielded = epoch, batches, batches

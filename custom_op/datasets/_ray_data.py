@@ -120,9 +120,9 @@ class LaneDecoder:
                 epochs: Optional[list[int]]) -> tuple[np.ndarray, np.ndarray]:
         """The batch's images and labels; with ``epochs``, one native call per epoch among
         them (a batch may straddle two epochs of lane_map_epochs), rows kept in place."""
-        if epochs is None or len(set(epochs)) == 1:
+        if epochs is None or len(set(epochs)) <= 1:  # an empty batch has no epoch to split by
             images, labels = self.lane.decode(self.lane.draw(
-                samples, None if epochs is None else epochs[0]))
+                samples, epochs[0] if epochs else None))
             return images.numpy(), labels.numpy()
         parts = []
         for epoch in sorted(set(epochs)):
