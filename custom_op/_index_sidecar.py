@@ -16,6 +16,9 @@ An entry names a file of the folder, a member of the shard, or a row of the parq
 (its number in decimal), with the size and mtime (0 for members and rows) it had when its
 index was built; an index length of 0 records a file that cannot be indexed. Another
 version, a bad checksum or a length that runs past the end makes the whole sidecar invalid.
+A name longer than the u16 field holds cannot be recorded (``name_fits``), and a sidecar is
+read only through ``read_sidecar``: a regular file, opened without blocking, of at most a
+bounded size.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import os
 import struct
 import zlib
 from typing import Iterable, Optional
+
+from ._regular_files import open_regular, read_at_most
 
 #: A folder's sidecar: a file inside the folder, hidden, which no image listing takes.
 FOLDER_SIDECAR = ".custom_op-index.cjmi"
@@ -38,6 +43,11 @@ _HEAD = struct.Struct("<8sIQqI")
 _ENTRY = struct.Struct("<QqI")
 _NAME_LENGTH = struct.Struct("<H")
 _CHECKSUM = struct.Struct("<I")
+#: The longest name, in UTF-8 bytes, that an entry's u16 name length can record.
+MAX_NAME_BYTES = 0xFFFF
+#: The largest sidecar read_sidecar reads unless told otherwise: the index cache's default
+#: budget, beyond which its entries could not be held anyway.
+DEFAULT_MAX_SIDECAR_BYTES = 256 << 20
 
 
 class SidecarError(ValueError):
@@ -65,13 +75,45 @@ def sidecar_of_folder(folder: str) -> str:
     return os.path.join(folder, FOLDER_SIDECAR)
 
 
+def _name_bytes(name: str) -> bytes:
+    return name.encode("utf-8", "surrogateescape")
+
+
+def name_fits(name: str) -> bool:
+    """Whether an entry can record ``name`` (at most MAX_NAME_BYTES in UTF-8)."""
+    return len(_name_bytes(name)) <= MAX_NAME_BYTES
+
+
+def read_sidecar(path: str, max_bytes: int = DEFAULT_MAX_SIDECAR_BYTES) -> bytes:
+    """The bytes of the sidecar at ``path``, for decode_sidecar.
+
+    Only a regular file is read, opened without blocking (a FIFO or device planted under a
+    sidecar's name is refused, never waited on), and only when it holds at most
+    ``max_bytes``: a sidecar is read whole, so its size is bounded before it is read.
+
+    Raises:
+        OSError: there is no sidecar, or it is not a regular file, or cannot be read.
+        SidecarError: it holds more than ``max_bytes``.
+    """
+    with open_regular(path) as file:
+        size = os.fstat(file.fileno()).st_size
+        data = None if size > max_bytes else read_at_most(file, max_bytes)
+    if data is None:
+        raise SidecarError(f"the sidecar holds {size} bytes or more, more than the "
+                           f"{max_bytes} bytes allowed")
+    return data
+
+
 def encode_sidecar(stamp: tuple[int, int], entries: Iterable[SidecarEntry]) -> bytes:
     """The sidecar's bytes; ``stamp`` is the (size, mtime_ns) of the shard or parquet file,
     (0, 0) for a folder."""
     entries = list(entries)
     parts = [_HEAD.pack(_MAGIC, SIDECAR_VERSION, stamp[0], stamp[1], len(entries))]
     for entry in entries:
-        name = entry.name.encode("utf-8", "surrogateescape")
+        name = _name_bytes(entry.name)
+        if len(name) > MAX_NAME_BYTES:
+            raise ValueError(f"a sidecar entry's name holds at most {MAX_NAME_BYTES} bytes, "
+                             f"got {len(name)} (check name_fits first)")
         index = entry.index or b""
         parts += [_NAME_LENGTH.pack(len(name)), name,
                   _ENTRY.pack(entry.size, entry.mtime_ns, len(index)), index]
@@ -87,7 +129,9 @@ def decode_sidecar(data: bytes) -> tuple[tuple[int, int], dict[str, SidecarEntry
     """
     if len(data) < _HEAD.size + _CHECKSUM.size or not data.startswith(_MAGIC):
         raise SidecarError("not a custom_op index sidecar")
-    body, (checksum,) = data[:-_CHECKSUM.size], _CHECKSUM.unpack(data[-_CHECKSUM.size:])
+    # A view, not a copy: the sidecar's bytes are held once.
+    body = memoryview(data)[:-_CHECKSUM.size]
+    (checksum,) = _CHECKSUM.unpack(data[-_CHECKSUM.size:])
     magic, version, size, mtime_ns, count = _HEAD.unpack_from(body)
     if version != SIDECAR_VERSION:
         raise SidecarError(f"sidecar version {version}, this custom_op reads {SIDECAR_VERSION}: "
@@ -99,7 +143,7 @@ def decode_sidecar(data: bytes) -> tuple[tuple[int, int], dict[str, SidecarEntry
     try:
         for _ in range(count):
             (length,) = _NAME_LENGTH.unpack_from(body, at)
-            name = body[at + 2:at + 2 + length].decode("utf-8", "surrogateescape")
+            name = bytes(body[at + 2:at + 2 + length]).decode("utf-8", "surrogateescape")
             size_, mtime, index_length = _ENTRY.unpack_from(body, at + 2 + length)
             start = at + 2 + length + _ENTRY.size
             if start + index_length > len(body):

@@ -311,6 +311,34 @@ bool rice_round_trip() {
   return reader.at_padded_end();
 }
 
+// A sealed index of the largest grid an image can have (one component,
+// 65535 x 65535 pixels, an entry at each MCU), its stream long enough for
+// that many entries: its entries would take far more than max_memory.
+// parse() and entries_fit() refuse it from its header, and no entry is
+// allocated (the vectors keep no capacity).
+bool check_huge_sealed_index() {
+  mi::Index huge;
+  huge.file_size = uint64_t{1} << 40;
+  huge.width = huge.height = 65535;
+  huge.components = 1;
+  huge.h[0] = huge.v[0] = 1;
+  huge.mcus_per_row = huge.mcu_rows = 8192;
+  huge.scan_data_offset = 600;
+  const uint64_t stream_bytes = static_cast<uint64_t>(huge.entries()) * 2 / 8 + 1;
+  const Bytes bytes = sealed_stream(huge, [&](coding::BitWriter* b) {
+    for (uint64_t i = 0; i < stream_bytes; ++i) {
+      b->zeros(8);
+    }
+  });
+  const uint64_t max_memory = uint64_t{64} << 20;
+  mi::Index parsed;
+  const bool refused = !mi::parse(bytes.data(), bytes.size(), &parsed, max_memory) &&
+                       !mi::parse(bytes.data(), bytes.size(), &parsed) &&
+                       !mi::entries_fit(bytes.data(), bytes.size(), max_memory);
+  return refused && parsed.positions.capacity() == 0 && parsed.predictors.capacity() == 0 &&
+         mi::entries_bytes(huge) > mi::kDefaultMaxEntryBytes;
+}
+
 bool check_index_coding() {
   Case c("the index's bit code");
   const mi::Index extreme = extreme_index();
@@ -376,6 +404,7 @@ bool check_index_coding() {
   huge.mcus_per_row = huge.mcu_rows = 65535;
   expect_refused(sealed_stream(huge, [](coding::BitWriter* b) { b->bits(0b110, 3); }),
                  "an index of 2^32 entries in a byte");
+  c.expect(check_huge_sealed_index(), "a huge sealed index was not refused before allocating");
   return c.passed();
 }
 

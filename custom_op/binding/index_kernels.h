@@ -14,16 +14,22 @@
 #include "binding/stable_tensors.h"
 #include "csrc/index_stats.h"
 #include "csrc/jpeg_decoder.h"
+#include "csrc/mcu_index.h"
 
 namespace {
 
 // `options` with the serialized MCU index in `index`, if any (its bytes
-// outlive the call: the tensor is the caller's).
+// outlive the call: the tensor is the caller's). An index whose entries would
+// take more than the decode's max_memory, or whose header is invalid, is
+// handed over with no bytes: the decoder refuses that at once, counted as a
+// refused index, and decodes the ordinary way without allocating the entries.
 custom_op::DecodeOptions with_index(custom_op::DecodeOptions options, const std::optional<Tensor>& index) {
   if (index.has_value()) {
     const ByteSpan bytes = span_of_tensor(*index);
+    const bool fits = custom_op::mcu_index::entries_fit(
+        bytes.data, bytes.size, static_cast<uint64_t>(options.limits.max_memory));
     options.index = bytes.data;
-    options.index_size = bytes.size;
+    options.index_size = fits ? bytes.size : 0;
   }
   return options;
 }

@@ -287,7 +287,7 @@ inline int64_t unzigzag(uint64_t v) {
 // Reads the entries' bit stream (put_entries) into `index`, whose header
 // fields are set and checked: each step positive and within the data, each
 // predictor bounded. Allocates the entries: the caller has bounded their
-// number by the stream's size.
+// number and bytes (parse_header, parse).
 inline bool get_entries(index_coding::BitReader* bits, Index* index) {
   using index_coding::get_rice;
   index_coding::RiceContext position_context;
@@ -334,17 +334,56 @@ inline bool get_entries(index_coding::BitReader* bits, Index* index) {
   return true;
 }
 
-// Parses and checks a serialized index: its own checksum, every field's
-// range, positions strictly increasing (every MCU codes at least two bits)
-// and within `data_bits` (the entropy-coded data's bits, at most), the
-// predictors bounded, the stream ending with its last byte (0 padding bits,
-// no trailing bytes: another writer's are refused). It does not look at the
-// JPEG: matches_file() does. Refuses absurd sizes before allocating.
-inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
-  if (bytes == nullptr || size < 4 + 1 + 8 + 8 || std::memcmp(bytes, kMagic, 4) != 0) {
-    return false;
+// The smallest serialized index: magic, version, one-byte file size, the
+// file's hash and the index's own.
+constexpr size_t kMinSerializedSize = 4 + 1 + 8 + 8;
+
+// The bytes parse() lets an index's entries take when its caller names no
+// bound: the decoders' default max_memory (limits.h). A decode's own
+// max_memory is checked by the binding with entries_fit() before the
+// decoder sees the index.
+constexpr uint64_t kDefaultMaxEntryBytes = uint64_t{256} << 20;
+
+// The bytes the entries of `index` take once read: a position and one
+// predictor per component each.
+inline uint64_t entries_bytes(const Index& index) {
+  return static_cast<uint64_t>(index.entries()) *
+         (sizeof(uint64_t) + sizeof(int32_t) * static_cast<uint64_t>(index.components));
+}
+
+// Whether the MCU grid is the one the image's own size and sampling factors
+// make (restart_seek.h's mcu_grid: a lone component's MCU is one block, else
+// the largest factors' blocks), so that no grid larger than the image's
+// sizes the entries.
+inline bool grid_fits_image(const Index& index) {
+  int max_h = 1, max_v = 1;
+  for (int c = 0; c < index.components; ++c) {
+    max_h = index.h[c] > max_h ? index.h[c] : max_h;
+    max_v = index.v[c] > max_v ? index.v[c] : max_v;
   }
-  if (load_le64(bytes + size - 8) != file_hash(bytes, size - 8)) {
+  const int64_t mcu_width = index.components == 1 ? 8 : 8 * max_h;
+  const int64_t mcu_height = index.components == 1 ? 8 : 8 * max_v;
+  return index.mcus_per_row == (index.width + mcu_width - 1) / mcu_width &&
+         index.mcu_rows == (index.height + mcu_height - 1) / mcu_height;
+}
+
+// Whether the entries can be as many as the header says: every step but the
+// first's is at least one bit of the data, every entry's code at least
+// 1 + components bits of the `stream_bytes` of the stream.
+inline bool entries_fit_data(const Index& index, size_t stream_bytes) {
+  // Under 2^51: the file size is bounded above.
+  const uint64_t data_bits = (index.file_size - index.scan_data_offset) * 8;
+  const uint64_t steps = static_cast<uint64_t>(index.entries() - 1);
+  return steps < data_bits &&
+         steps * (1 + static_cast<uint64_t>(index.components)) <= 8 * static_cast<uint64_t>(stream_bytes);
+}
+
+// Reads and checks the fields before the entries, without the checksum and
+// without allocating: their ranges, the grid against the image's size, and
+// the number of entries against the data and the stream. `*stream_at` is
+// where the entries' bit stream begins.
+inline bool parse_header(const uint8_t* bytes, size_t size, Index* index, size_t* stream_at) {
+  if (bytes == nullptr || size < kMinSerializedSize || std::memcmp(bytes, kMagic, 4) != 0) {
     return false;
   }
   Reader r(bytes + 4, size - 4 - 8);
@@ -381,13 +420,35 @@ inline bool parse(const uint8_t* bytes, size_t size, Index* index) {
   index->mcus_per_row = static_cast<int64_t>(mcus_per_row);
   index->mcu_rows = static_cast<int64_t>(mcu_rows);
   index->mcus_per_entry = static_cast<int64_t>(mcus_per_entry);
-  // At most 2^32 entries here, each at least 1 + components bits (a code is
-  // at least its unary's 1 bit).
-  const int64_t entries = index->entries();
-  if (static_cast<uint64_t>(entries - 1) * (1 + components) > 8 * static_cast<uint64_t>(size)) {
+  *stream_at = 4 + r.position();
+  return grid_fits_image(*index) && entries_fit_data(*index, size - 8 - *stream_at);
+}
+
+// Whether the serialized index's header is valid and its entries would take
+// at most `max_entry_bytes`: what a decode checks against its max_memory
+// before it lets parse() allocate them.
+inline bool entries_fit(const uint8_t* bytes, size_t size, uint64_t max_entry_bytes) {
+  Index header;
+  size_t stream_at = 0;
+  return parse_header(bytes, size, &header, &stream_at) && entries_bytes(header) <= max_entry_bytes;
+}
+
+// Parses and checks a serialized index: every field's range (parse_header),
+// its own checksum, positions strictly increasing (every MCU codes at least
+// two bits) and within the entropy-coded data's bits, the predictors
+// bounded, the stream ending with its last byte (0 padding bits, no trailing
+// bytes: another writer's are refused). It does not look at the JPEG:
+// matches_file() does. Everything that sizes the entries is checked, and
+// their bytes bounded by `max_entry_bytes`, before they are allocated, so a
+// sealed index of absurd claims costs no memory.
+inline bool parse(const uint8_t* bytes, size_t size, Index* index,
+                  uint64_t max_entry_bytes = kDefaultMaxEntryBytes) {
+  size_t stream_at = 0;
+  if (!parse_header(bytes, size, index, &stream_at) || entries_bytes(*index) > max_entry_bytes ||
+      load_le64(bytes + size - 8) != file_hash(bytes, size - 8)) {
     return false;
   }
-  index_coding::BitReader bits(bytes + 4 + r.position(), size - 4 - 8 - r.position());
+  index_coding::BitReader bits(bytes + stream_at, size - 8 - stream_at);
   return get_entries(&bits, index) && bits.at_padded_end();
 }
 

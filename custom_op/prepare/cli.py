@@ -10,8 +10,7 @@ from typing import Optional, Sequence
 
 from .._decode import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
-from .atomic import set_flush
-from .index_only import index_tree
+from .index_only import IndexSummary, index_tree
 from .tree import ENGINES, prepare_tree
 from .workspace import DestinationBusy
 
@@ -71,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
                              "untouched), which custom_op's datasets read to decode crops "
                              "from their first row; a rerun writes only what is missing or "
                              "stale")
-    parser.add_argument("--workers", type=_positive_int, default=os.cpu_count() or 1,
-                        metavar="N", help="processes to use (default: %(default)s, the CPU count)")
+    # None when not given, so that --index-only can tell an explicit --workers from the default.
+    parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                        help=f"processes to use (default: {os.cpu_count() or 1}, the CPU count; "
+                             "--index-only: 1 only)")
     parser.add_argument("--engine", choices=ENGINES, default="processes",
                         help="where the work runs: worker processes of this machine (default) "
                              "or Ray tasks on every CPU of a Ray cluster (the 'ray' extra; SRC "
@@ -110,8 +111,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _prepare(args: argparse.Namespace):
     """prepare_tree with the command line's options."""
-    return prepare_tree(args.src, args.dst, workers=args.workers, verify=args.verify,
-                        force=args.force, progress=False if args.quiet else None,
+    return prepare_tree(args.src, args.dst, workers=args.workers or os.cpu_count() or 1,
+                        verify=args.verify, force=args.force,
+                        progress=False if args.quiet else None,
                         max_memory=args.max_memory, fsync=args.fsync,
                         image_column=args.image_column, engine=args.engine,
                         ray_address=args.ray_address)
@@ -155,22 +157,54 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return summary.exit_status(accept_refused=args.accept_refused)
 
 
+def _unsupported_with_index_only(args: argparse.Namespace) -> Optional[str]:
+    """The first option given that --index-only cannot honour, with why; None if none."""
+    unsupported = (
+        (args.verify, "--verify", "no file is rewritten, so there is nothing to verify"),
+        (args.workers not in (None, 1), "--workers",
+         "it runs in one process (give --workers 1 or leave it out)"),
+        (args.engine != "processes", "--engine", "it runs in this process only"),
+        (args.ray_address is not None, "--ray-address", "it runs in this process only"),
+        (args.accept_refused, "--accept-refused",
+         "it refuses no JPEG: its exit status is 0, or 1 when something failed"),
+    )
+    for given, option, why in unsupported:
+        if given:
+            return f"--index-only does not take {option}: {why}"
+    return None
+
+
 def _index_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """--index-only SRC: the sidecars written (index_only.py); 1 if a source failed."""
+    """--index-only SRC: the sidecars written (index_only.py); the summary printed whatever
+    happened once the run started; 1 if anything failed, 2 for bad arguments, 3 when another
+    run holds SRC's lock, 130 when interrupted."""
     if not args.index_only:
         parser.error("DST is required (or --index-only, to write index sidecars into SRC)")
     if args.dst is not None:
         parser.error("--index-only writes into SRC: give no DST")
-    set_flush(args.fsync)
+    refusal = _unsupported_with_index_only(args)
+    if refusal is not None:
+        _error(ValueError(refusal))
+        return 2
+    summary = IndexSummary()
     try:
-        summary = index_tree(args.src, image_column=args.image_column)
+        index_tree(args.src, image_column=args.image_column, max_memory=args.max_memory,
+                   force=args.force, fsync=args.fsync, summary=summary)
     except ValueError as error:
         _error(error)
         return 2
+    except DestinationBusy as error:
+        _error(error)
+        return BUSY
     except KeyboardInterrupt:
+        _print(summary.report())
         print(f"\n{PROG}: interrupted; the sidecars written are complete, run the same "
               "command again to resume", file=sys.stderr)
         return 130
+    except (OSError, RuntimeError) as error:
+        _print(summary.report())
+        _error(error)
+        return 1
     _print(summary.report())
     return 1 if summary.failed else 0
 
