@@ -18,6 +18,8 @@ JpegData = Union[torch.Tensor, bytes, bytearray, memoryview, "numpy.ndarray"]  #
 MODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 
 _INT32_MAX = 2**31 - 1
+#: The mode names exactly as MODES spells them (a str's hash and compare, nothing else).
+_CANONICAL_MODES = frozenset(MODES)
 
 
 def mode_name(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -> str:  # noqa: F821
@@ -27,6 +29,8 @@ def mode_name(function: str, mode: Union[str, "torchvision.io.ImageReadMode"]) -
     and UNCHANGED (recognised by name, so that custom_op need not import
     torchvision).
     """
+    if type(mode) is str and mode in _CANONICAL_MODES:  # the common case: a name as MODES spells it
+        return mode
     if type(mode).__name__ == "ImageReadMode" and type(mode).__module__.startswith("torchvision"):
         if mode.name.lower() not in MODES:
             raise ValueError(f"{function}(): mode must be one of {sorted(MODES)} (any case) or "
@@ -52,7 +56,7 @@ def _as_encoded(data: JpegData, function: str) -> torch.Tensor | memoryview:
             raise TypeError(f"{function}(): data must be a uint8 tensor, got dtype {data.dtype}")
         if data.dim() != 1:
             raise ValueError(f"{function}(): data must be a 1-D tensor, got shape {tuple(data.shape)}")
-        if data.device.type != "cpu":
+        if not data.is_cpu:
             raise ValueError(f"{function}(): data must be on the CPU, got device {data.device}")
         if not data.is_contiguous():
             raise ValueError(f"{function}(): data must be contiguous, got stride {data.stride()}; "
@@ -81,6 +85,8 @@ def _as_int(function: str, name: str, value: int, minimum: int) -> int:
     range only, where operator.index would fix its value and recompile for
     every new window. Other integer types (numpy's) go through operator.index.
     """
+    if type(value) is int and minimum <= value <= _INT32_MAX:  # every call's case, checked once
+        return value
     if isinstance(value, bool):
         raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
     if isinstance(value, (int, torch.SymInt)):
@@ -114,6 +120,8 @@ def _check_flags(function: str, **flags: bool) -> None:
 
 
 def _as_limit(function: str, name: str, value: int) -> int:
+    if type(value) is int and 1 <= value <= 2**62:  # every call's case, checked once
+        return value
     if isinstance(value, bool):
         raise TypeError(f"{function}(): {name} must be an int, got bool {value}")
     try:

@@ -17,7 +17,8 @@ from torchvision.transforms.v2.functional import _geometry
 from custom_op._torchvision import _tv_geometry
 
 CANVASES = [(1, 1), (1, 300), (300, 1), (7, 13), (375, 500), (500, 375), (533, 800), (64, 64)]
-SIZES = [None, 1, 7, 224, 256, [256], [1], [224, 224], (100, 37), [3, 1000]]
+SIZES = [None, 1, 7, 224, 256, [256], [1], [224, 224], (100, 37), [3, 1000], [0, 5], [5, -1],
+         (224, True)]
 MAX_SIZES = [None, 2, 257, 300, 1000]
 
 

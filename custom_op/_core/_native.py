@@ -106,6 +106,9 @@ def _held(value):
     return value
 
 
+#: Argument types that reach an operator as they are: only tensors (and lists of them) are held.
+_PLAIN_ARGUMENTS = frozenset({int, bool, float, str, type(None)})
+
 #: The operators' handles by name, looked up once (a lookup on torch.ops costs a microsecond).
 _overloads: dict = {}
 
@@ -116,7 +119,7 @@ def call(name: str, *args):
     if operator is None:
         operator = _overloads.setdefault(name, getattr(ops(), name).default)
     try:
-        return operator(*[_held(arg) for arg in args])
+        return operator(*[arg if type(arg) in _PLAIN_ARGUMENTS else _held(arg) for arg in args])
     except RuntimeError as error:
         raise translate(error) from None
 

@@ -33,7 +33,12 @@ def resized_output_size(canvas_size: tuple[int, int], size: Optional[Union[int, 
 
     Computed by torchvision's public ``resize_bounding_boxes`` on an empty set of boxes: the
     same code path as its image resize, including its errors for bad ``size``/``max_size``.
+    An explicit ``[height, width]`` of positive ints without ``max_size`` (RandomResizedCrop's
+    size, every sample) is that size whatever the canvas, and skips the boxes' cost.
     """
+    if (max_size is None and isinstance(size, (list, tuple)) and len(size) == 2
+            and all(type(side) is int and side > 0 for side in size)):
+        return [size[0], size[1]]
     boxes = tv_tensors.BoundingBoxes(_NO_BOXES, format="XYXY", canvas_size=tuple(canvas_size))
     _, new_size = F.resize_bounding_boxes(boxes, canvas_size=tuple(canvas_size), size=size,
                                           max_size=max_size)

@@ -64,11 +64,15 @@ def _resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wi
     """
     if (interpolation == InterpolationMode.BILINEAR and not encoded.options.exact
             and native_size(size)):
+        arguments = encoded.options.decode_arguments()
+        # The kernel writes either layout at the same cost, so it writes the decoded
+        # pipeline's own (see _in_decoded_pipeline_layout) instead of a copy making it after.
+        arguments["contiguous"] = _decoded_pipeline_is_planar(encoded, width)
         with encoded.errors_named():
             pixels = decode_and_resized_crop_jpeg(encoded.encoded_bytes(), top, left,
                                                   height, width, size, antialias=antialias,
                                                   index=encoded.window_index(height),
-                                                  **encoded.options.decode_arguments())
+                                                  **arguments)
         return tv_tensors.Image(pixels)
     return resized_window(encoded, top, left, height, width, size, interpolation, antialias)
 
@@ -131,9 +135,15 @@ def _in_decoded_pipeline_layout(resized: tv_tensors.Image, encoded: "EncodedJpeg
     interpolate resizes into contiguous CHW; a full-width crop is dense channels-last, and
     stays so (torchvision restrides it for that, pytorch/pytorch#68430).
     """
-    if encoded.options.contiguous or width == encoded.canvas_size[1]:
+    if not _decoded_pipeline_is_planar(encoded, width) or resized.is_contiguous():
         return resized
     return tv_tensors.Image(resized.as_subclass(torch.Tensor).contiguous())
+
+
+def _decoded_pipeline_is_planar(encoded: "EncodedJpeg", width: int) -> bool:
+    """Whether a resized crop ``width`` wide comes out as contiguous CHW planes in the decoded
+    pipeline (or the options ask for planes): see _in_decoded_pipeline_layout."""
+    return encoded.options.contiguous or width != encoded.canvas_size[1]
 
 
 def resize(encoded: "EncodedJpeg", size: Optional[list[int]],

@@ -49,6 +49,7 @@ from .._timm._compose_jpeg import for_encoded_images
 from .._decode_batch import decode_and_crop_jpeg_batch
 from .._torchvision._encoded_jpeg import EncodedJpeg
 from .._core._errors import JpegDecodeError
+from .._torchvision._fused_head import split_head
 from .._torchvision._fused_resize import native_size
 from .._torchvision._tv_geometry import interpolation_mode
 from ..transforms import decode_remaining
@@ -57,7 +58,7 @@ from ._lane_random import (derived_seed, draws_from_global_generators, flip_draw
                            seed_process_generators)
 from ._lane_sample import LaneSample
 
-__all__ = ["BatchLane", "LaneSample", "split_transform"]
+__all__ = ["BatchLane", "LaneSample"]
 
 _log = logging.getLogger("custom_op.datasets")
 
@@ -82,26 +83,6 @@ class _Decoded:
     plan: _Plan
     images: Any
     failures: dict[int, Exception]
-
-
-def split_transform(transform: Any) -> tuple[Optional[v2.RandomResizedCrop],
-                                             Optional[v2.RandomHorizontalFlip],
-                                             Optional[Callable[[Any], Any]]]:
-    """``transform`` as (its leading v2.RandomResizedCrop, the flip after it, the rest).
-
-    The crop and the flip are what the lane fuses; the rest (None when there
-    is none) runs per sample. A transform that does not start with
-    ``v2.RandomResizedCrop`` is all tail: it runs per sample, still batched.
-    """
-    steps = list(transform.transforms) if isinstance(transform, v2.Compose) else [transform]
-    if not steps or type(steps[0]) is not v2.RandomResizedCrop:
-        return None, None, transform
-    crop, rest = steps[0], steps[1:]
-    flip = None
-    if rest and type(rest[0]) is v2.RandomHorizontalFlip:
-        flip, rest = rest[0], rest[1:]
-    tail = None if not rest else rest[0] if len(rest) == 1 else v2.Compose(rest)
-    return crop, flip, tail
 
 
 class BatchLane:
@@ -168,7 +149,7 @@ class BatchLane:
         from ._lane_sources import lane_source  # imported on first use: the sources pull in the datasets
 
         self.source = lane_source(source)
-        self.crop, self.flip, self.tail = split_transform(transform)
+        self.crop, self.flip, self.tail = split_head(transform)
         # v2's flip flips when torch.rand(1) < p, compared in float32 (p is cast to the
         # tensor's dtype): the same test on the draw's value costs no tensor comparison.
         self._flip_below = float(np.float32(self.flip.p)) if self.flip is not None else 0.0

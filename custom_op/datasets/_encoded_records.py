@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 from torchvision import tv_tensors
 
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._torchvision._fused_head import fused_transform
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
 from ._huggingface import encoded_lane_sample, hf_image
@@ -63,7 +64,7 @@ class EncodedRecords(Dataset):
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         image, label, _ = self.image(index)
         if self.transform is not None:
-            image = decode_remaining(self.transform(image))
+            image = decode_remaining(fused_transform(self)(image))
         return image, label
 
     def lane_samples(self, indices: Sequence[int]) -> list[LaneSample]:

@@ -11,6 +11,7 @@ from torchvision.datasets import DatasetFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from .._torchvision._encoded_jpeg import DecodeOptions
+from .._torchvision._fused_head import fused_transform
 from .._core._errors import JpegDecodeError
 from .._timm._compose_jpeg import for_encoded_images
 from ..transforms import decode_remaining
@@ -140,7 +141,7 @@ class JpegFolder(DatasetFolder):
         path, target = self.samples[index]
         image = self.loader(path)
         if self.transform is not None:
-            image = decode_remaining(self.transform(image))
+            image = decode_remaining(fused_transform(self)(image))
         if self.target_transform is not None:
             target = self.target_transform(target)
         return image, target

@@ -21,6 +21,7 @@ from torchvision import tv_tensors
 from .._decode import JPEG_SIGNATURE
 from .._index import as_index
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
+from .._torchvision._fused_head import fused_transform
 from .._core._errors import JpegDecodeError
 from .._regular_files import read_row_path
 from ..transforms import decode_remaining
@@ -226,7 +227,7 @@ class HfImageTransform:
         """One row's image through hf_image and the transform, decoded if still encoded."""
         image = hf_image(value, self.options, index=index)
         if self.transform is not None:
-            image = self.transform(image)
+            image = fused_transform(self)(image)
         return decode_remaining(image)
 
     def __call__(self, rows: dict[str, Any]) -> dict[str, Any]:
