@@ -7,15 +7,15 @@ returns the cached index, or reads the sample's sidecar once, or builds the inde
 None (the ordinary decode). Whatever it returns, the pixels are the same: the index's own
 checksum refuses an index that is not the file's.
 
-When to build: in the training process, on a sample's first cropped decode, so that epoch
-2 gains; building costs an entropy pass over the whole file, paid once per sample in epoch
-1. In a DataLoader worker, on the second (``build_on_touch=2``): a worker that is not
-persistent ends with its epoch and never touches a sample twice, so it never pays for
-indexes it would not keep, while a persistent one builds in epoch 2 and gains from epoch 3
-(``lane_dataloader(persistent_workers=True)`` makes its workers build on the first). Only
-a window at most half the file's height builds: the index saves the rows above a window,
-which a small window leaves many of wherever it falls, while a tall one leaves few, and a
-build costs about a full decode (``python -m bench index`` measures both).
+When to build: once the sample's cropped decodes so far would have saved a build. A build
+costs an entropy pass over the whole file, about what an indexed crop saves on a few to
+several later crops (``python -m bench index``: ``build_vs_full_decode`` and the indexed and
+unindexed crops), and a process cannot know how often it will see a sample again. So each
+cropped decode of a sample adds what an index would have saved it, estimated from the rows
+outside its window (:func:`saving_of`), and the decode whose savings reach one build's cost
+builds: at most about twice the cost of the best choice made knowing the future, and never a
+build for a sample seen once (a DataLoader worker that is not persistent sees each sample
+once). ``configure_index_cache(build_on_touch=N)`` builds on the N-th cropped decode instead.
 
 The bound: a byte budget, and once it is full nothing more is added (no eviction). Each
 epoch visits every sample once in a random order; with less room than the dataset needs,
@@ -32,12 +32,9 @@ import os
 import threading
 from typing import NamedTuple, Optional, Union
 
-import torch
-import torch.utils.data
-
 from ._core._errors import JpegDecodeError
 from ._index import jpeg_index
-from ._index_sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar
+from ._index_sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar, read_sidecar
 
 __all__ = ["IndexKey", "configure_index_cache", "index_cache_stats", "index_for"]
 
@@ -45,6 +42,13 @@ _log = logging.getLogger("custom_op")
 
 #: The default budget of one process's cache.
 DEFAULT_MAX_BYTES = 256 << 20
+#: What an index saves one cropped decode, as a share of the index's build, per share of the
+#: file's rows outside the window: the rows above it need no entropy decoding, nor the columns
+#: outside it in the rows it keeps. Measured by ``python -m bench index`` (the indexed crop's
+#: gain over the unindexed one against the build's time, at 500 x 375 to 2560 x 1600) and
+#: rounded down, so that a sample builds a little later rather than before it pays.
+SAVING_PER_ROW_SHARE = 0.3
+
 #: What an entry costs besides its index: the key (a path string, three ints), the dict's
 #: slot and the bytes object's header; an estimate, counted so that many unindexable
 #: files (no index bytes) still fill the budget.
@@ -75,17 +79,18 @@ class _Cache:
         with self.lock:
             self.max_bytes, self.build_on_touch = max_bytes, build_on_touch
             self.entries: dict[IndexKey, Optional[bytes]] = {}
-            self.touches: dict[IndexKey, int] = {}
+            # What an index would have saved each sample's cropped decodes so far, in builds.
+            self.savings: dict[IndexKey, float] = {}
             self.sidecars: set[str] = set()
             self.bytes = 0
             self.counts = dict.fromkeys(("hits", "misses", "builds", "unindexable", "full",
                                          "sidecar_entries", "sidecars_refused"), 0)
 
     def lookup(self, key: IndexKey) -> tuple[bool, Optional[bytes]]:
-        if key.sidecar not in self.sidecars:
+        if key.sidecar not in self.sidecars and self.max_bytes > 0:  # 0: the cache is off
             # One thread reads a sidecar; the others wait for its entries rather than build.
             with self.load_lock:
-                if key.sidecar not in self.sidecars:
+                if key.sidecar not in self.sidecars and self.max_bytes > 0:  # 0: the cache is off
                     self._load_sidecar(key.sidecar)
                     self.sidecars.add(key.sidecar)
         with self.lock:
@@ -93,22 +98,26 @@ class _Cache:
             self.counts["hits" if found else "misses"] += 1
             return found, self.entries.get(key)
 
-    def should_build(self, key: IndexKey) -> bool:
-        """Counts the touch; whether this one builds (the cache has room, and it is the
-        ``build_on_touch``-th)."""
+    def should_build(self, key: IndexKey, saving: float) -> bool:
+        """Counts this cropped decode of ``key``, which an index would have saved ``saving``
+        of a build; whether it builds (the cache has room, and the decodes so far would have
+        saved a build, or it is the ``build_on_touch``-th)."""
         with self.lock:
             if self.bytes + ENTRY_OVERHEAD > self.max_bytes:
                 self.counts["full"] += 1
                 return False
-            build_on_touch = self.build_on_touch or (2 if _in_worker() else 1)
-            if build_on_touch <= 1:
-                return True
-            touches = self.touches[key] = self.touches.get(key, 0) + 1
-            if touches < build_on_touch:
-                self.bytes += ENTRY_OVERHEAD if touches == 1 else 0
+            step = saving if self.build_on_touch is None else 1 / self.build_on_touch
+            if step <= 0:  # a window of every row: an index would save it nothing
                 return False
-            del self.touches[key]
-            self.bytes -= ENTRY_OVERHEAD
+            earlier = self.savings.get(key)
+            total = (earlier or 0.0) + step
+            if total < 1 - 1e-9:
+                self.savings[key] = total
+                self.bytes += ENTRY_OVERHEAD if earlier is None else 0
+                return False
+            if earlier is not None:
+                del self.savings[key]
+                self.bytes -= ENTRY_OVERHEAD
             return True
 
     def add(self, key: IndexKey, index: Optional[bytes], counter: Optional[str]) -> None:
@@ -128,13 +137,10 @@ class _Cache:
     def _load_sidecar(self, path: str) -> None:
         """Adds the entries of the sidecar at ``path``, if there is one and it is valid and
         current; a damaged one is refused as a whole, logged, and counted."""
-        try:
-            with open(path, "rb") as file:
-                data = file.read()
+        try:  # read only if the whole cache's budget could hold it
+            stamp, entries = decode_sidecar(read_sidecar(path, self.max_bytes))
         except OSError:
             return  # no sidecar (the usual case): indexes are built as samples are touched
-        try:
-            stamp, entries = decode_sidecar(data)
         except SidecarError as error:
             with self.lock:
                 self.counts["sidecars_refused"] += 1
@@ -162,9 +168,10 @@ def _stamp_of_source(sidecar: str) -> tuple[int, int]:
     return (stat.st_size, stat.st_mtime_ns)
 
 
-def _in_worker() -> bool:
-    """Whether this is a DataLoader worker process."""
-    return torch.utils.data.get_worker_info() is not None
+def saving_of(crop_height: int, file_height: int) -> float:
+    """What an index would save a cropped decode of ``crop_height`` of the file's
+    ``file_height`` rows, as a share of the index's build (see SAVING_PER_ROW_SHARE)."""
+    return SAVING_PER_ROW_SHARE * max(0.0, 1 - crop_height / max(file_height, 1))
 
 
 _cache = _Cache()
@@ -180,7 +187,7 @@ def index_for(key: Union[IndexKey, bytes, None], data: torch.Tensor, crop_height
     if key is None or isinstance(key, bytes):
         return key
     found, index = _cache.lookup(key)
-    if found or 2 * crop_height > file_height or not _cache.should_build(key):
+    if found or not _cache.should_build(key, saving_of(crop_height, file_height)):
         return index
     try:
         index = jpeg_index(data)
@@ -204,10 +211,10 @@ def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
     Args:
         max_bytes: The budget in bytes (indexes plus about 200 bytes per entry);
             once full, nothing is added. 0 turns the cache off.
-        build_on_touch: 1 builds on a sample's first cropped decode (epoch 2
-            gains), 2 on its second (epoch 1 costs nothing more). None (the
-            default): 1 in the training process, 2 in a DataLoader worker,
-            which dies with its epoch unless it is persistent.
+        build_on_touch: N builds on a sample's N-th cropped decode (1: epoch 2
+            gains; 2: epoch 1 costs nothing more). None (the default): on the
+            decode whose predecessors an index would have saved a build's cost
+            (see the module's note), in every process.
 
     Raises:
         TypeError, ValueError: a value is not an int, or out of range.
@@ -225,13 +232,6 @@ def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
             raise ValueError(f"configure_index_cache(): {name} must be at least {minimum}, "
                              f"got {value}")
     _cache.configure(max_bytes, build_on_touch)
-
-
-def build_on_first_touch() -> None:
-    """This process's cache builds on a sample's first cropped decode from now on, keeping
-    what it holds (a worker forked from a process with a full cache keeps its copy)."""
-    with _cache.lock:
-        _cache.build_on_touch = 1
 
 
 def index_cache_stats() -> dict[str, int]:

@@ -1,5 +1,5 @@
-"""Where MCU-row indexes live (issue 35, item 3): the process's index cache (built on a
-sample's first cropped decode, bounded, counted), the batch operator's ``indexes``, the
+"""Where MCU-row indexes live (issue 35, item 3): the process's index cache (built once a
+sample's cropped decodes would have saved a build, bounded, counted), the batch operator's ``indexes``, the
 sidecars of ``python -m custom_op.prepare --index-only`` (JPEGs untouched, atomic,
 resumable; stale and damaged ones fall back with the same pixels), and a Hugging Face
 dataset's index column. Every decode with an index is compared with the decode without."""
@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import math
 import os
 import pathlib
 import shutil
@@ -21,10 +22,9 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 import custom_op
-from custom_op._index_cache import ENTRY_OVERHEAD
+from custom_op._index_cache import ENTRY_OVERHEAD, saving_of
 from custom_op._index_sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
 from custom_op.datasets import BatchLane, JpegFolder
-from custom_op.datasets._lane_loaders import _FirstTouchIndexes
 from custom_op.prepare import index_only
 from custom_op.prepare.cli import main as prepare_main
 from synthetic import photo_jpeg
@@ -40,9 +40,13 @@ def _low_window(image):
     return F.crop(image, 200, 16, 96, 160)
 
 
+#: Most tests are about what a cached index serves: they build on a sample's first crop.
+FIRST_TOUCH = {"build_on_touch": 1}
+
+
 @pytest.fixture(autouse=True)
 def fresh_cache():
-    custom_op.configure_index_cache()
+    custom_op.configure_index_cache(**FIRST_TOUCH)
     yield
     custom_op.configure_index_cache()
 
@@ -77,7 +81,7 @@ def _uncached(function):
     try:
         return function()
     finally:
-        custom_op.configure_index_cache()
+        custom_op.configure_index_cache(**FIRST_TOUCH)
 
 
 def _indexed() -> int:
@@ -127,7 +131,7 @@ def test_epoch_two_uses_the_indexes_built_in_epoch_one(folder) -> None:
 def test_the_cache_stays_within_its_budget_and_says_so(folder) -> None:
     one_entry = len(custom_op.jpeg_index((folder / "class_0" / "000.jpg").read_bytes()))
     budget = 2 * (one_entry + ENTRY_OVERHEAD) + ENTRY_OVERHEAD // 2  # two entries, not three
-    custom_op.configure_index_cache(max_bytes=budget)
+    custom_op.configure_index_cache(max_bytes=budget, **FIRST_TOUCH)
     first = _crops(folder)
     stats = custom_op.index_cache_stats()
     assert stats["entries"] == 2 and stats["builds"] == 2
@@ -139,11 +143,19 @@ def test_the_cache_stays_within_its_budget_and_says_so(folder) -> None:
     assert all(torch.equal(a, b) for a, b in zip(first, second))
 
 
-def test_a_window_over_half_the_height_builds_nothing(folder) -> None:
-    JpegFolder(folder, v2.CenterCrop((SIZE[0] // 2 + 1, 100)))[0]
-    JpegFolder(folder, v2.RandomResizedCrop(32, scale=(1.0, 1.0), ratio=(0.75, 0.75)))[1]
+def test_by_default_a_sample_builds_once_its_decodes_would_have_saved_a_build(folder) -> None:
+    custom_op.configure_index_cache()
+    dataset = JpegFolder(folder, _low_window)
+    decodes = math.ceil(1 / saving_of(96, SIZE[0]))  # _low_window keeps 96 of the rows
+    assert decodes > 1
+    for _ in range(decodes - 1):
+        dataset[0]
     assert custom_op.index_cache_stats()["builds"] == 0
-    JpegFolder(folder, v2.CenterCrop((SIZE[0] // 2, 100)))[0]
+    dataset[0]
+    assert custom_op.index_cache_stats()["builds"] == 1
+    every_row = JpegFolder(folder, v2.CenterCrop((SIZE[0], 100)))
+    for _ in range(20):  # no rows outside the window: an index would save nothing
+        every_row[1]
     assert custom_op.index_cache_stats()["builds"] == 1
 
 
@@ -176,13 +188,19 @@ class _TwoTouches(torch.utils.data.Dataset):
         return builds
 
 
-def test_a_dataloader_worker_builds_on_the_second_touch(folder) -> None:
+def _second_touch_builds(worker_id: int) -> None:
+    custom_op.configure_index_cache(build_on_touch=2)
+
+
+def test_a_dataloader_worker_builds_by_the_same_rule(folder) -> None:
+    custom_op.configure_index_cache()  # the default rule, in the workers forked from here
+    # Two crops of a sample save less than a build by default: a worker that sees each
+    # sample once or twice builds nothing.
     loader = torch.utils.data.DataLoader(_TwoTouches(folder), batch_size=None, num_workers=1)
-    assert [[int(n) for n in builds] for builds in loader] == [[0, 1], [1, 2]]
-    # lane_dataloader(persistent_workers=True)'s workers build on the first touch.
+    assert [[int(n) for n in builds] for builds in loader] == [[0, 0], [0, 0]]
     loader = torch.utils.data.DataLoader(_TwoTouches(folder), batch_size=None, num_workers=1,
-                                         worker_init_fn=_FirstTouchIndexes(None))
-    assert [[int(n) for n in builds] for builds in loader] == [[1, 1], [2, 2]]
+                                         worker_init_fn=_second_touch_builds)
+    assert [[int(n) for n in builds] for builds in loader] == [[0, 1], [1, 2]]
 
 
 def test_index_only_writes_sidecars_and_leaves_the_jpegs(folder) -> None:

@@ -30,7 +30,6 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .._index_cache import build_on_first_touch
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
 from ._lane_random import derived_seed, sample_generator
@@ -127,8 +126,7 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
             refuses (TypeError) a batch sampler whose order it cannot vouch for.
         num_workers, pin_memory, persistent_workers: the DataLoader's. Persistent
             workers also keep their MCU-row index caches from one epoch to the
-            next, and build a sample's index on its first crop
-            (docs/batch_lane.md, MCU-row indexes).
+            next (docs/batch_lane.md, MCU-row indexes).
         with_indices: also yield each batch's dataset indices (int64 [B]),
             e.g. to record what each rank trained on.
         initial_epoch: the epoch of the first ``iter()``.
@@ -164,26 +162,10 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
         # that draw leaves the training loop's global generator alone.
         loader_options["generator"] = sample_generator(
             derived_seed(lane.seed, 0, "lane_dataloader base seeds"))
-    if persistent_workers and num_workers > 0:  # workers that live on keep their indexes
-        loader_options["worker_init_fn"] = _FirstTouchIndexes(loader_options.get("worker_init_fn"))
     return LaneDataLoader(lane, batch_sampler, initial_epoch, with_indices,
                           num_workers=num_workers, pin_memory=pin_memory,
                           persistent_workers=persistent_workers and num_workers > 0,
                           **loader_options)
-
-
-class _FirstTouchIndexes:
-    """A worker_init_fn: the worker's index cache builds on a sample's first cropped decode
-    (custom_op/_index_cache.py), as the worker lives from one epoch to the next; then the
-    caller's worker_init_fn, if any."""
-
-    def __init__(self, then: Optional[Callable[[int], Any]]) -> None:
-        self.then = then
-
-    def __call__(self, worker_id: int) -> None:
-        build_on_first_touch()
-        if self.then is not None:
-            self.then(worker_id)
 
 
 def _nodes() -> Any:
