@@ -24,7 +24,7 @@ RandomResizedCrop(224) + RandomHorizontalFlip, then a tail:
 
 Rows:
   Pillow            torchvision.datasets.ImageFolder, v2 transforms on PIL images
-  torchvision       DatasetFolder loading decode_jpeg(read_file(path)), v2 transforms
+  torchvision       DatasetFolder loading decode_jpeg(read_file(path), mode=RGB), v2 transforms
                     (the float32 row is the usual recipe: the 1.00x reference)
   custom_op RRCJPEG custom_op.datasets.JpegFolder + custom_op.transforms.RandomResizedCropJPEG
                     + v2.RandomHorizontalFlip, on the original and the prepared tree
@@ -63,7 +63,7 @@ from typing import Any, Callable
 import torch
 import torchvision
 from torch.utils.data import DataLoader, RandomSampler
-from torchvision.io import decode_jpeg, read_file
+from torchvision.io import read_file
 from torchvision.transforms import v2
 
 import custom_op
@@ -122,7 +122,7 @@ def _augment(crop: torch.nn.Module, tail: list[torch.nn.Module]) -> v2.Compose:
 
 def _torchvision_loader(path: str) -> torch.Tensor:
     """The usual recipe's loader: the file's bytes, decoded by torchvision in full."""
-    return decode_jpeg(read_file(path))
+    return images.torchvision_decode(read_file(path))
 
 
 def _link_tree(root: pathlib.Path, sets: dict[str, images.ImageSet]) -> pathlib.Path:

@@ -56,7 +56,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 from torchvision import tv_tensors
 from torchvision.datasets import CocoDetection, wrap_dataset_for_transforms_v2
-from torchvision.io import decode_jpeg, read_file
+from torchvision.io import read_file
 from torchvision.transforms import v2
 
 import synthetic
@@ -108,7 +108,7 @@ class DecodedCoco(Dataset):
 
     def __getitem__(self, index: int) -> tuple[Any, dict[str, Any]]:
         path, image_id, canvas_size, boxes, labels = self.items[index]
-        image = tv_tensors.Image(decode_jpeg(read_file(path)))
+        image = tv_tensors.Image(images.torchvision_decode(read_file(path)))
         target = {"boxes": tv_tensors.BoundingBoxes(boxes, format="XYXY", canvas_size=canvas_size),
                   "labels": labels, "image_id": image_id}
         return self.transforms(image, target)

@@ -44,7 +44,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torchvision.io import decode_jpeg
 from torchvision.transforms import v2
 
 import custom_op
@@ -79,7 +78,7 @@ def _methods() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     recipe = v2.Compose([v2.Resize(RESIZE), v2.CenterCrop(CROP)])
 
     def torchvision(data: torch.Tensor) -> torch.Tensor:
-        return recipe(decode_jpeg(data))
+        return recipe(images.torchvision_decode(data))
 
     def custom(options: DecodeOptions) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda data: recipe(custom_op.EncodedJpeg.with_options(data, options))

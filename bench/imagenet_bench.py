@@ -99,7 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _methods() -> dict[str, Callable[..., Any]]:
     """Each takes (tensor, bytes, top, left, height, width) and returns a 3 x 224 x 224 tensor."""
     import torchvision.transforms.v2.functional as F
-    from torchvision.io import decode_jpeg
 
     def custom(data, _raw, top, left, height, width):
         return custom_op.decode_and_resized_crop_jpeg(data, top, left, height, width, SIZE)
@@ -109,7 +108,7 @@ def _methods() -> dict[str, Callable[..., Any]]:
                         antialias=True)
 
     def torchvision(data, _raw, top, left, height, width):
-        return F.resized_crop(decode_jpeg(data), top, left, height, width, [SIZE, SIZE], antialias=True)
+        return F.resized_crop(images.torchvision_decode(data), top, left, height, width, [SIZE, SIZE], antialias=True)
 
     def pillow(_data, raw, top, left, height, width):
         image = Image.open(io.BytesIO(raw)).convert("RGB")

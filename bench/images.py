@@ -183,6 +183,15 @@ def summary(info: dict[str, Any]) -> str:
     return text
 
 
+def torchvision_decode(data: torch.Tensor) -> torch.Tensor:
+    """torchvision's decode as every part's baseline runs it: ``decode_jpeg`` in RGB, so that
+    a folder's gray and CMYK files come out with three channels and stack, as custom_op's do
+    (a real folder holds both kinds)."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    return decode_jpeg(data, mode=ImageReadMode.RGB)
+
+
 def read_encoded(path: str | os.PathLike[str]) -> torch.Tensor:
     """The file's bytes as a 1-D uint8 tensor, read once into a buffer the tensor shares."""
     with open(path, "rb", buffering=0) as file:

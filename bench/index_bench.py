@@ -103,7 +103,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _methods(indexes: list[torch.Tensor], prepared: list[torch.Tensor]) -> dict[str, Callable[..., Any]]:
     """Each takes (file number, data, y, x, h, w)."""
     import torchvision.transforms.v2.functional as F
-    from torchvision.io import decode_jpeg
 
     def full(data):
         height, width, _ = custom_op.jpeg_size(data)
@@ -111,7 +110,7 @@ def _methods(indexes: list[torch.Tensor], prepared: list[torch.Tensor]) -> dict[
 
     return {
         FULL: lambda n, data, *window: full(data),
-        TV_FULL: lambda n, data, *window: decode_jpeg(data),
+        TV_FULL: lambda n, data, *window: images.torchvision_decode(data),
         CROP: lambda n, data, *window: custom_op.decode_and_crop_jpeg(data, *window),
         CROP_INDEXED: lambda n, data, *window: custom_op.decode_and_crop_jpeg(data, *window,
                                                                               index=indexes[n]),
@@ -119,7 +118,7 @@ def _methods(indexes: list[torch.Tensor], prepared: list[torch.Tensor]) -> dict[
         RRC: lambda n, data, *window: custom_op.decode_and_resized_crop_jpeg(data, *window, RRC_SIZE),
         RRC_INDEXED: lambda n, data, *window: custom_op.decode_and_resized_crop_jpeg(
             data, *window, RRC_SIZE, index=indexes[n]),
-        TV_RRC: lambda n, data, y, x, h, w: F.resized_crop(decode_jpeg(data), y, x, h, w,
+        TV_RRC: lambda n, data, y, x, h, w: F.resized_crop(images.torchvision_decode(data), y, x, h, w,
                                                            [RRC_SIZE, RRC_SIZE], antialias=True),
     }
 

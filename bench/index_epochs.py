@@ -4,17 +4,17 @@ against prepared files and torchvision's uint8 DataLoader.
 A part of the index benchmark (bench/index_bench.py): for 2560x1600 and 500x375 files, a
 JpegFolder (a copy of the run's set, so that sidecars can be written beside it), read by
 ``custom_op.datasets.lane_threads`` (2 threads, batches of 8, ``v2.RandomResizedCrop(224)``
-with its default scales, or with scales 0.02-0.1 (windows at most half the height, which
-the cache builds indexes for), + ``v2.RandomHorizontalFlip()``), three epochs in a row per
+with its default scales, or with scales 0.02-0.1 (small windows, whose indexes pay soonest),
++ ``v2.RandomHorizontalFlip()``), three epochs in a row per
 way, each way with a new loader and a new cache, the ways taken in turn ``--index-rounds``
 times (the fastest epoch of each kept):
 
   no index          configure_index_cache(max_bytes=0)
-  cache, 1st touch  the default in this process: built on the sample's first cropped decode
-  cache, 2nd touch  configure_index_cache(build_on_touch=2)
+  cache, 1st touch  configure_index_cache(build_on_touch=1): built on the first cropped decode
+  cache, default    configure_index_cache(): built once the decodes would have saved a build
   sidecars          written once by --index-only (timed apart), read on the first miss
   prepared files    the files rewritten by custom_op.prepare_jpeg (restart markers), no index
-  torchvision uint8 DatasetFolder with decode_jpeg(read_file(path)), the same transform,
+  torchvision uint8 DatasetFolder with decode_jpeg(read_file(path), mode=RGB), the same transform,
                     DataLoader with 2 workers (persistent), batches of 8
 
 Also each file's index, built alone: its size and build time, and from them what the cache
@@ -38,14 +38,16 @@ from custom_op._index_cache import ENTRY_OVERHEAD
 from custom_op.datasets import BatchLane, JpegFolder, LaneBatchSampler, lane_threads
 from custom_op.prepare.index_only import index_tree
 
+from bench import images
+
 #: (height, width, files per epoch as a multiple of --index-epoch-images).
 SIZES = ((1600, 2560, 1), (375, 500, 4))
 EPOCHS = 3
 BATCH = 8
 THREADS = 2
 CROPS = {"RRC(224)": (0.08, 1.0), "RRC(224), scale 0.02-0.1": (0.02, 0.1)}
-WAYS = {"no index": dict(max_bytes=0), "cache, 1st touch": {},
-        "cache, 2nd touch": dict(build_on_touch=2), "sidecars": {},
+WAYS = {"no index": dict(max_bytes=0), "cache, 1st touch": dict(build_on_touch=1),
+        "cache, default": {}, "sidecars": {},
         "prepared files": dict(max_bytes=0), "torchvision uint8": dict(max_bytes=0)}
 
 
@@ -64,10 +66,10 @@ def _loader(root: pathlib.Path, way: str, transform: v2.Transform, seed: int) ->
     if way == "torchvision uint8":
         import torch
         import torchvision
-        from torchvision.io import decode_jpeg, read_file
+        from torchvision.io import read_file
 
         folder = torchvision.datasets.DatasetFolder(
-            str(root), lambda path: decode_jpeg(read_file(path)), extensions=(".jpg",),
+            str(root), lambda path: images.torchvision_decode(read_file(path)), extensions=(".jpg",),
             transform=transform)
         return torch.utils.data.DataLoader(folder, batch_size=BATCH, shuffle=True,
                                            num_workers=THREADS, persistent_workers=True,

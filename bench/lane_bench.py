@@ -16,7 +16,7 @@ JPEGs under DIR as they are, one row set per size found, in place of the sizes),
 
   per_sample         today's recipe: custom_op.JpegFolder (EncodedJpeg) + v2 transforms,
                      DataLoader, 2 workers, batch 64
-  torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path)), the same v2 transforms,
+  torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path), mode=RGB), the same v2 transforms,
                      DataLoader, 2 workers
   lane_workers       custom_op.datasets.BatchLane through lane_dataloader: a batch sampler,
                      batch_size=None, 2 worker processes each decoding whole batches
@@ -60,7 +60,7 @@ import numpy as np
 import torch
 import torchvision
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
-from torchvision.io import decode_jpeg, read_file
+from torchvision.io import read_file
 from torchvision.transforms import v2
 
 import custom_op
@@ -202,7 +202,7 @@ def _runners(tree: pathlib.Path, length: int, seed: int,
     consumer = _TrainingStepOnHost(host_normalize)
     folder = JpegFolder(str(tree), transform=_transform())
     torchvision_folder = torchvision.datasets.DatasetFolder(
-        str(tree), lambda path: decode_jpeg(read_file(path)), extensions=(".jpg",),
+        str(tree), lambda path: images.torchvision_decode(read_file(path)), extensions=(".jpg",),
         transform=_transform())
 
     def per_image(dataset) -> DataLoader:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -184,16 +185,20 @@ def trees_as_they_are(folder: pathlib.Path, cache: pathlib.Path, part: str) -> d
     jpegs = sorted(path for path in folder.rglob("*") if path.suffix.lower() in suffixes and path.is_file())
     if not jpegs:
         raise PhotosUnavailable(f"--photos {folder}: no JPEG files under it")
+    # Made afresh on every run: links kept from an earlier run would measure the folder as
+    # it was then (a file added, removed or replaced since would shift or stale them).
+    prefix = f"{part}-as-is-{folder.resolve().as_posix().strip('/').replace('/', '_')}-"
+    for old in cache.glob(f"{prefix}*"):
+        shutil.rmtree(old)
     trees: dict[str, pathlib.Path] = {}
     for number, path in enumerate(jpegs):
         with Image.open(path) as image:
             size = f"{image.height}x{image.width}"
         relative = path.relative_to(folder)
         label = relative.parts[0] if len(relative.parts) > 1 else "photos"
-        root = cache / f"{part}-as-is-{folder.resolve().as_posix().strip('/').replace('/', '_')}-{size}"
+        root = cache / f"{prefix}{size}"
         link = root / label / f"{number:06d}{path.suffix.lower()}"
-        if not link.is_symlink():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(path.resolve())
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(path.resolve())
         trees[size] = root
     return trees

@@ -147,10 +147,9 @@ def _crop_methods() -> dict[str, Callable[..., Any]]:
 
 def _rrc_methods() -> dict[str, Callable[..., Any]]:
     import torchvision.transforms.v2.functional as F
-    from torchvision.io import decode_jpeg
 
     def tv(data, y, x, h, w):
-        return F.resized_crop(decode_jpeg(data), y, x, h, w, [RRC_SIZE, RRC_SIZE], antialias=True)
+        return F.resized_crop(images.torchvision_decode(data), y, x, h, w, [RRC_SIZE, RRC_SIZE], antialias=True)
 
     return {
         RRC_ORIGINAL: lambda original, prepared, *window: custom_op.decode_and_resized_crop_jpeg(

@@ -138,3 +138,17 @@ def test_ship_table_gives_the_wheels_full_decode_against_torchvisions():
              "full_decode_vs_torchvision": 0.9}
     lines = ship_bench._install_lines({"wheel": wheel, "cold_checkout": None})
     assert "full decode 10.00 ms, 0.90x torchvision's 9.00 ms" in lines[0]
+
+
+def test_a_folder_as_it_is_is_read_as_it_is_now(tmp_path, source_photo):
+    folder, cache = tmp_path / "photos", tmp_path / "cache"
+    options = dict(classes=("a",), quality=90, subsampling="4:2:0", seed=0, progressive=False)
+    first = photos.write_photo_folder(folder, [source_photo], 3, 375, 500, **options)
+    photos.trees_as_they_are(folder, cache, "lane")
+    first[0].unlink()  # the folder changes between two runs: a file gone, another resized
+    photos.write_photo_folder(tmp_path / "other", [source_photo], 1, 300, 400, **options)[0].rename(
+        first[1])
+    trees = photos.trees_as_they_are(folder, cache, "lane")
+    linked = {size: sorted(link.resolve() for link in tree.rglob("*.jpg"))
+              for size, tree in trees.items()}
+    assert linked == {"375x500": [first[2].resolve()], "300x400": [first[1].resolve()]}
