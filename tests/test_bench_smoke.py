@@ -152,3 +152,28 @@ def test_a_folder_as_it_is_is_read_as_it_is_now(tmp_path, source_photo):
     linked = {size: sorted(link.resolve() for link in tree.rglob("*.jpg"))
               for size, tree in trees.items()}
     assert linked == {"375x500": [first[2].resolve()], "300x400": [first[1].resolve()]}
+
+
+@pytest.mark.parametrize("part, options", [("timm", ["--timm-length", "64", "--timm-rounds", "1"]),
+                                           ("huggingface", ["--hf-length", "64", "--hf-rounds", "1"])])
+def test_timm_and_huggingface_read_a_mixed_folder_as_it_is(tmp_path, source_photo, part, options):
+    """--photos DIR: gray, CMYK and progressive files in one folder run every row (torchvision's
+    decode in RGB, so they stack), and --json gets per_sample and torchvision per size."""
+    folder = tmp_path / "photos"
+    base = dict(quality=90, subsampling="4:2:0", seed=0)
+    photos.write_photo_folder(folder, [source_photo], 4, 150, 200, classes=("a", "b"), progressive=False,
+                              **base)
+    with Image.open(folder / "a" / "00000.jpg") as image:
+        image.convert("L").save(folder / "a" / "gray.jpg", quality=90)
+        image.convert("CMYK").save(folder / "b" / "cmyk.jpg", quality=90)
+        image.save(folder / "b" / "progressive.jpg", quality=90, progressive=True)
+    output = tmp_path / "figures.json"
+    bench_main.main([part, "--images", "real", "--photos", str(folder), *options, "--json", str(output),
+                     "--cache", str(tmp_path / "data"), "--results", str(tmp_path / "results"),
+                     "--name", "smoke"])
+    figures = json.loads(output.read_text(encoding="utf-8"))[f"{part}-real"]
+    assert list(figures) == ["150x200"]
+    assert {"per_sample", "torchvision"} <= set(figures["150x200"])
+    assert all(rate > 0 for rate in figures["150x200"].values())
+    result = json.loads((tmp_path / "results" / "smoke.json").read_text(encoding="utf-8"))[part]["real"]
+    assert result["sizes"]["150x200"]["files"] == 7
