@@ -24,6 +24,7 @@ it runs and how it times it):
   huggingface     a Hub-style parquet dataset through datasets: Image() (Pillow) against custom_op
   formats         MDS and LitData: each library's own decode against custom_op's items and the lane
   eval            the evaluation recipe Resize(256) + CenterCrop(224), three sizes
+  sample          where one sample of the per-sample path goes, step by step, against torchvision
   lane            the batch lane (workers, threads) against per-sample, torchvision and the ceiling
   ray             the lane on Ray Data against the threads lane and torchvision, one machine
   ship            custom_op on system libjpeg-turbo 2.1.5 against static 3.1 (child processes); the wheel
@@ -46,7 +47,7 @@ import traceback
 from bench import images, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, eval_bench, formats_bench,
                    huggingface_bench, imagenet_bench, index_bench, lane_bench, operator_bench,
-                   pipeline_bench, prepared_bench, ray_bench, ship_bench, timm_bench)
+                   pipeline_bench, prepared_bench, ray_bench, sample_bench, ship_bench, timm_bench)
 
 #: The parts, in the order "all" runs them: each module has add_arguments(parser),
 #: run(args, source) and format_table(result).
@@ -54,7 +55,7 @@ PARTS = {"operator": operator_bench, "pipeline": pipeline_bench, "imagenet": ima
          "prepared": prepared_bench, "index": index_bench,
          "classification": classification_bench, "detection": detection_bench,
          "eval": eval_bench, "timm": timm_bench, "huggingface": huggingface_bench,
-         "formats": formats_bench, "lane": lane_bench, "ray": ray_bench, "ship": ship_bench}
+         "formats": formats_bench, "sample": sample_bench, "lane": lane_bench, "ray": ray_bench, "ship": ship_bench}
 #: Parts that read the corpus (``--data`` replaces it); the others make sets of their own sizes.
 CORPUS_PARTS = ("operator", "pipeline")
 COMMANDS = ("all", *PARTS, "chart", "tables")

@@ -10,7 +10,7 @@ start? On a cluster Ray Data adds CPU machines; here, on one machine's 2
 cores, the same RandomResizedCrop(224) + flip batches of 64 come from three
 pipelines:
 
-  ray_data           custom_op.datasets.lane_map_epochs over read_binary_files: ONE Ray Data
+  ray_data           custom_op.ray.decode_epochs over read_binary_files: ONE Ray Data
                      execution of (rounds + 2) epochs' rows, each row drawn in its own epoch's
                      stream, 2 actors of 1 CPU each decoding blocks of 256, started once;
                      iter_torch_batches(batch_size=64) in the training process. Timed from its
@@ -101,7 +101,7 @@ def _ray_dataset(tree: pathlib.Path, length: int, seed: int, epochs: int) -> Any
     """The decoded dataset of one Ray Data execution: ``epochs`` epochs of ``length`` images
     each, the tree's files over and over as the other rows' samplers draw them."""
     import ray
-    from custom_op.datasets import lane_map_epochs
+    from custom_op.ray import decode_epochs
 
     paths = sorted(str(path) for path in tree.rglob("*.jpg"))
     # Ray's cost is per block (a read task, an actor task, the object store, the driver's
@@ -110,9 +110,9 @@ def _ray_dataset(tree: pathlib.Path, length: int, seed: int, epochs: int) -> Any
     files = ray.data.read_binary_files((paths * (length // len(paths) + 1))[:length],
                                        include_paths=True,
                                        override_num_blocks=max(1, length // BLOCK_ROWS))
-    decoded = lane_map_epochs({epoch: files for epoch in range(epochs)}, lane_bench._transform(),
-                              seed=seed, batch_size=BLOCK_ROWS, concurrency=ACTORS,
-                              num_cpus=1)
+    decoded = decode_epochs({epoch: files for epoch in range(epochs)}, lane_bench._transform(),
+                            seed=seed, batch_size=BLOCK_ROWS,
+                            compute=ray.data.ActorPoolStrategy(size=ACTORS), num_cpus=1)
     return decoded
 
 

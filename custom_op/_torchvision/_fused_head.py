@@ -20,8 +20,8 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch.nn.modules import module as torch_module
+from torchvision import tv_tensors
 from torchvision.transforms import v2
-from torchvision.transforms.v2 import functional as F
 
 from ._encoded_jpeg import EncodedJpeg
 from ._tv_kernels import resized_crop
@@ -90,9 +90,10 @@ class FusedHead:
         params = crop.make_params([image])
         output = resized_crop(image, **params, size=crop.size, interpolation=crop.interpolation,
                               antialias=crop.antialias)
-        # RandomHorizontalFlip's own draw and test (v2's _RandomApplyTransform.forward).
+        # RandomHorizontalFlip's own draw and test (v2's _RandomApplyTransform.forward), then
+        # what its Image kernel does (horizontal_flip_image on the plain tensor, rewrapped).
         if self.flip is not None and not torch.rand(1) >= self.flip.p:
-            output = F.horizontal_flip(output)
+            output = output.as_subclass(torch.Tensor).flip(-1).as_subclass(tv_tensors.Image)
         return output if self.tail is None else self.tail(output)
 
 

@@ -54,7 +54,8 @@ if TYPE_CHECKING:  # the class imports this module to register its kernels, neve
 def _resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int,
                     size: tuple[int, int], interpolation: InterpolationMode,
                     antialias: bool) -> tv_tensors.Image:
-    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop.
+    """The window resized to ``size`` ([height, width]), as torchvision resizes a decoded crop,
+    in the layout torchvision's pipeline gives it (_in_decoded_pipeline_layout).
 
     Bilinear resizes use custom_op's resized decode, which decodes at a
     reduced DCT scale when the output is at most half the window and
@@ -73,8 +74,9 @@ def _resized_window(encoded: "EncodedJpeg", top: int, left: int, height: int, wi
                                                   height, width, size, antialias=antialias,
                                                   index=encoded.window_index(height),
                                                   **arguments)
-        return tv_tensors.Image(pixels)
-    return resized_window(encoded, top, left, height, width, size, interpolation, antialias)
+        return pixels.as_subclass(tv_tensors.Image)
+    resized = resized_window(encoded, top, left, height, width, size, interpolation, antialias)
+    return _in_decoded_pipeline_layout(resized, encoded, width)
 
 
 def _inside(encoded: "EncodedJpeg", top: int, left: int, height: int, width: int) -> bool:
@@ -120,9 +122,8 @@ def resized_crop(encoded: "EncodedJpeg", top: int, left: int, height: int, width
     output_size = resized_output_size((height, width), size=size)
     if tuple(output_size) == (height, width):  # torchvision returns the crop as it is
         return encoded.decode_window(top, left, height, width)
-    resized = _resized_window(encoded, top, left, height, width, tuple(output_size),
-                              interpolation, False if antialias is None else antialias)
-    return _in_decoded_pipeline_layout(resized, encoded, width)
+    return _resized_window(encoded, top, left, height, width, tuple(output_size),
+                           interpolation, False if antialias is None else antialias)
 
 
 def _in_decoded_pipeline_layout(resized: tv_tensors.Image, encoded: "EncodedJpeg",
