@@ -23,7 +23,7 @@ LAYERS = [
     ("torchvision v2", ["custom_op._torchvision"]),
     ("timm / torchvision v1", ["custom_op._timm"]),
     ("transforms", ["custom_op.transforms"]),
-    ("data tools", ["custom_op.datasets", "custom_op.prepare"]),
+    ("data tools", ["custom_op.datasets", "custom_op.prepare", "custom_op.ray"]),
     ("entry points", ["custom_op", "custom_op.build", "custom_op.check"]),
 ]
 
@@ -113,7 +113,7 @@ def test_the_walk_covers_the_whole_package() -> None:
     graph = _graph()
     assert len(graph) > 50
     for module in ("custom_op._core._loader", "custom_op._torchvision", "custom_op.datasets._batch_lane",
-                   "custom_op.prepare.cli", "custom_op.check"):
+                   "custom_op.prepare.cli", "custom_op.ray._decoder", "custom_op.check"):
         assert module in graph
 
 
@@ -162,6 +162,7 @@ def _graph_of(package: pathlib.Path) -> dict[str, set[str]]:
 @pytest.mark.parametrize("module,layer", [("custom_op._core._ops", "core"), ("custom_op._decode", "decode"),
                                           ("custom_op._torchvision._tv_kernels", "torchvision v2"),
                                           ("custom_op.datasets._batch_lane", "data tools"),
+                                          ("custom_op.ray._steps", "data tools"),
                                           ("custom_op", "entry points")])
 def test_layers_name_the_modules(module: str, layer: str) -> None:
     assert LAYERS[_layer_of(module)][0] == layer

@@ -26,6 +26,10 @@ from synthetic import photo_jpeg, write_jpeg_folder
 
 MARKED = "a/00002.jpg"  # the file whose first sight kills its worker
 
+#: Ray's deprecation warnings, raised by a call of custom_op's or of this module's, fail the test.
+pytestmark = pytest.mark.filterwarnings(
+    r"error::ray.util.annotations.RayDeprecationWarning:(custom_op|test_)")
+
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():

@@ -61,3 +61,19 @@ def test_decode_error_is_named_where_it_is_imported_from():
     # DataLoader workers send it to the main process pickled: it must come back the same class.
     again = pickle.loads(pickle.dumps(caught.value))
     assert type(again) is custom_op.JpegDecodeError and str(again) == str(caught.value)
+
+
+def test_the_ray_package_lists_its_step_defined_inside_it():
+    """custom_op.ray holds the Ray Data decode step; custom_op's own surface stays without it
+    (importing it needs Ray), as custom_op.prepare does."""
+    import inspect
+
+    import custom_op.ray
+
+    assert set(custom_op.ray.__all__) == {"JpegDecoder", "decode_batches", "decode_epochs"}
+    assert "ray" not in custom_op.__all__
+    for name in custom_op.ray.__all__:
+        value = getattr(custom_op.ray, name)
+        assert (inspect.isclass(value) or inspect.isfunction(value)) and value.__name__ == name
+        assert value.__module__.startswith("custom_op.ray."), value.__module__
+        assert all(part in value.__doc__ for part in ("Args:", "Raises:", "Example:")), name

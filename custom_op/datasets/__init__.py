@@ -25,8 +25,8 @@
   LitData optimized datasets read with their JPEG column still encoded, as
   ``(EncodedJpeg, label)`` items and as batch lane sources
   (docs/streaming_formats.md); their libraries are imported when one is made.
-- :class:`LaneDecoder`, :func:`lane_map_batches`, :func:`lane_map_epochs`: the lane as a Ray Data
-  ``map_batches`` step, for decoding on a cluster's CPU nodes (docs/ray.md).
+- ``LaneDecoder``, ``lane_map_batches``, ``lane_map_epochs``: deprecated, kept for one release;
+  the Ray Data step is :mod:`custom_op.ray` (docs/ray.md).
 """
 
 from .._core._extras import require
@@ -43,13 +43,25 @@ from ._lane_sampler import LaneBatchSampler
 from ._lane_sources import HfRows
 from ._litdata import LitJpegs
 from ._mds import MdsJpegs
-from ._ray_data import LaneDecoder, lane_map_batches, lane_map_epochs
 from ._shards import EpochShuffle, ShardLoader, ShardSet, shard_loader
 from ._loading import load_sample
 from ._tar_samples import TarSamples
 
 __all__ = ["BatchLane", "CocoJpegDetection", "EpochShuffle", "HfImageTransform", "HfRows",
-           "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LaneDecoder", "LitJpegs", "MdsJpegs",
+           "IMG_EXTENSIONS", "JpegFolder", "LaneBatchSampler", "LitJpegs", "MdsJpegs",
            "ON_ERROR_POLICIES", "ShardLoader", "ShardSet", "TarSamples", "add_index_column", "hf_image",
-           "lane_dataloader", "lane_map_batches", "lane_map_epochs", "lane_threads", "load_sample",
+           "lane_dataloader", "lane_threads", "load_sample",
            "shard_loader"]
+
+#: The deprecated Ray Data names, imported when first used so that importing this package
+#: imports neither Ray nor custom_op.ray.
+_DEPRECATED_RAY_NAMES = frozenset({"LaneDecoder", "lane_map_batches", "lane_map_epochs"})
+
+
+def __getattr__(name: str):
+    """The deprecated Ray Data names, from the module that warns when they are used."""
+    if name in _DEPRECATED_RAY_NAMES:
+        from . import _ray_data
+
+        return getattr(_ray_data, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,17 +1,21 @@
-"""The Ray engine: the pool's chunks of tasks run as a Ray Data dataset, on one machine or many.
+"""The Ray engine: the pool's chunks of tasks run as Ray tasks, on one machine or many.
 
 pool.py runs the work in worker processes of this machine; this module runs
-the same work, the same function on the same chunks, as one ``map`` step of
-a Ray Data dataset whose rows are the chunks (one block each), so Ray
-schedules them on every CPU of a cluster. Nothing else changes: the plan,
-DST's lock, the journal, the summary and the exit status stay with the
-driver (tree.py), and every output is still written under a temporary name
-in DST's private folder and renamed (atomic.py), so a task killed with its
-node leaves nothing under a final name. Ray retries a task whose worker
-died; the retry rewrites the chunk's outputs whole, with the same bytes. A
-chunk whose every attempt died is recorded as an error of each task whose
-outcomes never came back, as the pool records a worker's death, and the run
-goes on.
+the same work, the same function on the same chunks, as one Ray task per
+chunk, so Ray schedules them on every CPU of a cluster. Nothing else changes:
+the plan, DST's lock, the journal, the summary and the exit status stay with
+the driver (tree.py), and every output is still written under a temporary
+name in DST's private folder and renamed (atomic.py), so a task killed with
+its node leaves nothing under a final name. Ray retries a task whose worker
+died, up to ATTEMPTS attempts; the retry rewrites the chunk's outputs whole,
+with the same bytes. A chunk whose every attempt died is recorded as an
+error of each of its tasks, as the pool records a worker's death, and the
+run goes on.
+
+Plain Ray tasks rather than a Ray Data ``map``: the step needs a bounded
+number of attempts per chunk, which Ray Data takes only through its
+``ray_remote_args`` and ``ray_remote_args_fn`` (both deprecated), and it
+needs none of Ray Data's streaming (each chunk's outcomes are a few bytes).
 
 Every node must see SRC and DST at the same paths (a shared file system) and
 import the same custom_op. Ray is imported only here, when the engine runs.
@@ -20,32 +24,22 @@ import the same custom_op. Ray is imported only here, when the engine runs.
 from __future__ import annotations
 
 import itertools
-import pickle
 from typing import Any, Callable, Optional, Sequence
 
 from .._core._extras import require
 from .items import ERROR, Outcome, Task
 from .pool import chunked
 
-#: Attempts of a chunk whose worker died (a killed node, the out-of-memory killer). Ray Data
-#: retries its tasks without end by default, which would loop on a file that always kills its
-#: worker; the pool gives up at the first death, Ray at the fourth.
+#: Attempts of a chunk whose worker died (a killed node, the out-of-memory killer). A bound, so
+#: that a file that always kills its worker ends as an error rather than in a loop; the pool
+#: gives up at the first death, Ray at this one.
 ATTEMPTS = 4
 
-_CHUNK, _OUTCOMES = "chunk", "outcomes"
 
-
-def _run_chunk(row: dict[str, Any], work: Callable[[Task, bool], list[Outcome]],
-               verify: bool) -> dict[str, Any]:
-    """One row of the dataset, in a Ray worker: the chunk's tasks through ``work``, in order."""
-    chunk: list[Task] = pickle.loads(row[_CHUNK])
-    done = [(task.relative, work(task, verify)) for task in chunk]
-    return {_OUTCOMES: pickle.dumps(done)}
-
-
-def _retries() -> dict[str, int]:
-    """The Ray task options of every chunk (Ray Data takes them from a function)."""
-    return {"max_retries": ATTEMPTS - 1}
+def _run_chunk(chunk: list[Task], work: Callable[[Task, bool], list[Outcome]],
+               verify: bool) -> list[tuple[str, list[Outcome]]]:
+    """One chunk, in a Ray worker: its tasks through ``work``, in order, with their outcomes."""
+    return [(task.relative, work(task, verify)) for task in chunk]
 
 
 def died_reason() -> str:
@@ -90,8 +84,7 @@ def run_ray(whole: Sequence[Task], files: Sequence[Task],
     try:
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         chunks = itertools.chain(([task] for task in whole), chunked(files, cpus))
-        rows = [{_CHUNK: pickle.dumps(chunk)} for chunk in chunks]
-        waiting = _run_rows(ray, rows, work, verify, record)
+        waiting = _run_chunks(ray, list(chunks), work, verify, record)
     finally:
         if started:
             ray.shutdown()
@@ -99,19 +92,24 @@ def run_ray(whole: Sequence[Task], files: Sequence[Task],
         record([Outcome(task.relative, ERROR, died_reason(), task.size)])
 
 
-def _run_rows(ray: Any, rows: list[dict[str, bytes]], work: Callable[[Task, bool], list[Outcome]],
-              verify: bool, record: Callable[[list[Outcome]], None]) -> list[Task]:
+def _run_chunks(ray: Any, chunks: list[list[Task]],
+                work: Callable[[Task, bool], list[Outcome]], verify: bool,
+                record: Callable[[list[Outcome]], None]) -> list[Task]:
     """Records the outcomes of every chunk that finishes; the tasks of those that never did."""
-    dataset = ray.data.from_items(rows, override_num_blocks=len(rows))
-    # This dataset's own settings (a copy of the process's): a chunk that dies in every
-    # attempt is dropped rather than ending the run, and the bar is prepare's, not Ray's.
-    dataset.context.max_errored_blocks = -1
-    dataset.context.enable_progress_bars = False
-    prepared = dataset.map(_run_chunk, fn_kwargs={"work": work, "verify": verify},
-                           num_cpus=1, ray_remote_args_fn=_retries)
-    waiting = {task.relative: task for row in rows for task in pickle.loads(row[_CHUNK])}
-    for row in prepared.iter_rows():
-        for relative, outcomes in pickle.loads(row[_OUTCOMES]):
-            waiting.pop(relative, None)
+    # One CPU each, as the pool's workers; a task that raised is not retried (it would raise
+    # again), one whose worker died is, ATTEMPTS times in all.
+    remote = ray.remote(num_cpus=1, max_retries=ATTEMPTS - 1)(_run_chunk)
+    shared = ray.put(work)
+    pending = {remote.remote(chunk, shared, verify): chunk for chunk in chunks}
+    waiting: list[Task] = []
+    while pending:
+        (ready,), _ = ray.wait(list(pending), num_returns=1)
+        chunk = pending.pop(ready)
+        try:
+            done = ray.get(ready)
+        except ray.exceptions.RayError:
+            waiting.extend(chunk)
+            continue
+        for _, outcomes in done:
             record(outcomes)
-    return list(waiting.values())
+    return waiting
