@@ -19,7 +19,7 @@ LAYERS = [
     ("core", ["custom_op._core"]),
     ("decode", ["custom_op._decode", "custom_op._decode_batch", "custom_op._arguments", "custom_op._orientation",
                 "custom_op._restart_markers", "custom_op._regular_files", "custom_op._index",
-                "custom_op._index_cache", "custom_op._index_sidecar"]),
+                "custom_op._index_cache", "custom_op._index_counts", "custom_op._index_sidecar"]),
     ("torchvision v2", ["custom_op._torchvision"]),
     ("timm / torchvision v1", ["custom_op._timm"]),
     ("transforms", ["custom_op.transforms"]),

@@ -356,3 +356,25 @@ def test_hugging_face_index_column(jpegs, tmp_path) -> None:
     assert from_sidecar["jpeg_index"] == indexed_rows["jpeg_index"]
     with pytest.raises(ValueError, match="already"):
         add_index_column(indexed_rows)
+
+
+def test_a_worker_loader_reports_its_workers_index_counts(folder) -> None:
+    """The training process's own counts never see a worker's decodes; the loader gathers them."""
+    from custom_op.datasets import LaneBatchSampler, lane_dataloader
+
+    assert prepare_main([str(folder), "--index-only", "--quiet"]) == 0
+    lane = BatchLane(JpegFolder(folder), LANE, seed=3)
+    loader = lane_dataloader(lane, LaneBatchSampler(COUNT, 2, seed=3), num_workers=2)
+    before = (custom_op.index_stats(), custom_op.index_cache_stats())
+    batches = [batch for batch in loader]
+    assert len(batches) == COUNT // 2 and all(len(batch) == 2 for batch in batches)
+    stats = loader.index_stats()
+    assert stats["hits"] == COUNT and stats["misses"] == 0 and stats["builds"] == 0
+    assert stats["indexed"] + stats["unneeded"] == COUNT
+    assert (custom_op.index_stats(), custom_op.index_cache_stats()) == before
+    list(loader)  # the counts go on adding up over epochs
+    assert loader.index_stats()["hits"] == 2 * COUNT
+    with_indices = lane_dataloader(lane, LaneBatchSampler(COUNT, 2, seed=3), num_workers=0,
+                                   with_indices=True)
+    assert all(len(batch) == 3 for batch in with_indices)
+    assert with_indices.index_stats()["hits"] == COUNT

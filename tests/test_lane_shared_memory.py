@@ -39,7 +39,7 @@ class Probe(LaneBatches):
         torch.UntypedStorage.share_memory_ = lambda storage: (copies.append(1)
                                                               or share_storage(storage))
         try:
-            images, labels = super().__getitem__(indices)
+            images, labels, _ = super().__getitem__(indices)  # and the index counts
         finally:
             lane_module.decode_and_crop_jpeg_batch = batch_call
             torch.Tensor.share_memory_, torch.UntypedStorage.share_memory_ = (share_tensor,

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .._index_counts import IndexCounts, index_counts
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
 from ._lane_random import derived_seed, sample_generator
@@ -54,12 +55,16 @@ class LaneBatches(Dataset):
         return len(self.lane)
 
     def __getitem__(self, request: Union[BatchRequest, Sequence[int]]) -> tuple[Any, ...]:
-        """A :class:`BatchRequest` is drawn for its epoch; plain indices for the lane's."""
+        """A :class:`BatchRequest` is drawn for its epoch; plain indices for the lane's. The
+        last item is what the batch did to this process's index counts (_index_counts.py),
+        which LaneDataLoader takes off and adds up."""
         epoch, indices = request if isinstance(request, BatchRequest) else (None, request)
+        before = index_counts()
         images, labels = self.lane(indices, epoch)
+        counts = index_counts() - before
         if self.with_indices:
-            return images, labels, torch.tensor(list(indices), dtype=torch.int64)
-        return images, labels
+            return images, labels, torch.tensor(list(indices), dtype=torch.int64), counts
+        return images, labels, counts
 
 
 def _warn_unfused_drawing(drawing: list[str]) -> None:
@@ -82,15 +87,30 @@ class LaneDataLoader(DataLoader):
     def __init__(self, lane: BatchLane, batch_sampler: Iterable[Sequence[int]],
                  initial_epoch: int, with_indices: bool, **loader_options: Any) -> None:
         self._cursor = EpochCursor(lane, batch_sampler, initial_epoch, "lane_dataloader")
+        self._counts = IndexCounts()
         super().__init__(LaneBatches(lane, with_indices), batch_size=None,
                          sampler=Requests(batch_sampler, self._cursor), **loader_options)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self._cursor.start()
-        for batch in super().__iter__():
+        for *batch, counts in super().__iter__():
+            self._counts = self._counts + counts
             self._cursor.handed()
-            yield batch
+            yield tuple(batch)
         self._cursor.finish()
+
+    def index_stats(self) -> dict[str, int]:
+        """How the MCU-row indexes served this loader's batches so far, in whichever process
+        decoded them (its workers' counts, which :func:`custom_op.index_stats` and
+        :func:`custom_op.index_cache_stats` in the training process do not see): the
+        decodes' outcomes (``indexed``, ``unneeded``, the fallbacks) and the index caches'
+        ``hits``, ``misses`` and ``builds``.
+
+        Example:
+            >>> for images, labels in loader: ...
+            >>> stats = loader.index_stats(); stats["hits"] / max(1, stats["hits"] + stats["misses"])
+        """
+        return self._counts.as_dict()
 
     def state_dict(self) -> dict[str, Any]:
         """``{"epoch", "batches", "seed"}``: where a resumed loader starts (see _lane_resume.py)."""
