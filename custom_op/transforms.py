@@ -120,6 +120,8 @@ def decode_remaining(sample: Any, *, keep_pending_resize: bool = False) -> Any:
     With ``keep_pending_resize``, an EncodedJpeg whose resize is pending stays
     as it is, for a crop that follows to decode as one window.
     """
+    if isinstance(sample, torch.Tensor) and not isinstance(sample, EncodedJpeg):
+        return sample  # a decoded image, every sample's case: no tree to walk
     leaves, spec = tree_flatten(sample)
 
     def undecoded(leaf: Any) -> bool:
