@@ -16,6 +16,8 @@ import pytest
 
 #: Test files by their duration in a full run, longest first.
 LONGEST_FIRST = (
+    "test_ray_data.py",
+    "test_ray_train.py",
     "test_sagemaker.py",
     "test_sagemaker_processing.py",
     "test_build.py",
@@ -23,7 +25,6 @@ LONGEST_FIRST = (
     "test_install.py",
     "test_train_shards.py",
     "test_wheel.py",
-    "test_ray_data.py",
     "test_decode.py",
     "test_module_check.py",
     "test_torch213_source.py",
