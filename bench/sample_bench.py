@@ -66,10 +66,10 @@ TORCHVISION_STEPS = ("read_file", "decode", "crop + flip", "collate", "sample")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("per-sample breakdown")
-    group.add_argument("--sample-files", type=int, default=64,
-                       help="files per size (default 64)")
-    group.add_argument("--sample-rounds", type=int, default=5,
-                       help="timed rounds over the files, medians reported (default 5)")
+    group.add_argument("--sample-files", type=int, default=48,
+                       help="files per size (default 48)")
+    group.add_argument("--sample-rounds", type=int, default=4,
+                       help="timed rounds over the files, medians reported (default 4)")
 
 
 def _transform() -> v2.Compose:
