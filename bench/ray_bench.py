@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import pathlib
 import sys
@@ -188,8 +189,10 @@ def _with_ratios(rows: dict[str, Any], tree: pathlib.Path, length: int) -> dict[
         for key, other in (("vs_torchvision_uint8", "torchvision_uint8"),
                            ("vs_lane_threads", "lane_threads")):
             row[key] = row["median_images_per_s"] / rows[other]["median_images_per_s"]
+    # Ray's own cost per image: what the lane costs on Ray Data over what it costs alone.
+    overhead = rows["ray_data"]["cpu_us_per_image"] - rows["lane_threads"]["cpu_us_per_image"]
     return {"tree": str(tree), "length": length, "load_average": os.getloadavg(),
-            "configs": [rows[name] for name in ROWS]}
+            "ray_overhead_us_per_image": overhead, "configs": [rows[name] for name in ROWS]}
 
 
 def _run_trees(args: argparse.Namespace, trees: dict[str, pathlib.Path],
@@ -223,8 +226,19 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     sizes = _run_trees(args, trees, args.lane_length)
     if args.json is not None:
         lane_bench._merge_json(args.json, f"ray-{source.kind}", sizes)
+        _add_overheads(args.json, f"ray-{source.kind}", sizes)
     return {"config": {"images": source.kind, "rounds": args.ray_rounds, "actors": ACTORS},
             "sizes": sizes, "targets": _targets(sizes)}
+
+
+def _add_overheads(path: pathlib.Path, kind: str, sizes: dict[str, Any]) -> None:
+    """Each size's ray_overhead_us_per_image beside its rows in the --json file."""
+    merged = json.loads(path.read_text(encoding="utf-8"))
+    for size, result in sizes.items():
+        if size in merged.get(kind, {}):
+            merged[kind][size]["ray_overhead_us_per_image"] = round(
+                result["ray_overhead_us_per_image"], 1)
+    path.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
 
 
 def _targets(sizes: dict[str, Any]) -> list[dict[str, Any]]:
@@ -260,7 +274,8 @@ def format_table(result: dict[str, Any]) -> str:
                  report.format_ratio(row["vs_lane_threads"])] for row in sized["configs"]]
         load = ", ".join(f"{value:.2f}" for value in sized["load_average"])
         lines += ["", f"{size} ({sized['length']} images per epoch; load average {load} at "
-                      "the end):",
+                      "the end; Ray's overhead "
+                      f"{sized['ray_overhead_us_per_image']:.0f} us of CPU per image):",
                   report.markdown_table(headers, rows, right=[False] + [True] * 10)]
     lines += ["Targets:", *report.format_targets(result["targets"])]
     return "\n".join(lines)
