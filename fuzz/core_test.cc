@@ -35,7 +35,11 @@
 //     levels this CPU lacks are skipped and said so);
 //   - decoding with an MCU-row index gives the pixels of decoding without,
 //     and a damaged, stale or foreign index is refused (check_index,
-//     fuzz/index_checks.h).
+//     fuzz/index_checks.h);
+//   - the index builder's entropy pass and a plain reference of it
+//     (fuzz/reference_scan.h) agree at every MCU, for every file, damaged
+//     copies of its entropy-coded data and random streams
+//     (check_scan_reader, check_random_scans: fuzz/scan_checks.h).
 // The last line is "N passed, N failed"; the exit status is 1 on any failure.
 #include <algorithm>
 #include <cstddef>
@@ -869,6 +873,7 @@ std::vector<std::pair<std::string, Bytes>> damaged_copies(const Bytes& file) {
 
 // The index checks use the helpers above.
 #include "index_checks.h"
+#include "scan_checks.h"
 
 namespace {
 
@@ -913,6 +918,7 @@ int main(int argc, char** argv) {
   count(check_kernels());
   count(check_mirror());
   count(check_index_coding());
+  count(check_random_scans());
   uint64_t seed = 0;
   Bytes previous_index;  // Another file's index, which each file's decode must refuse.
   for (const std::string& path : paths) {
@@ -926,6 +932,7 @@ int main(int argc, char** argv) {
     count(check_narrow_windows(path, file));
     count(check_grid(path, file, seed));
     count(check_index(path, file, previous_index, seed));
+    count(check_scan_reader(path, file, seed));
     if (const Bytes index = index_of(file); !index.empty()) {
       previous_index = index;
     }

@@ -8,7 +8,9 @@
 //   param[4]     bit 7 set: max_scans = 1 + the low four bits; bit 7 clear:
 //                bit 0 decodes with an MCU index of the file
 //                (csrc/index_builder.h: the budget's spacing; bit 2: an
-//                entry every 3 MCUs) whose
+//                entry every 3 MCUs), having checked that the builder's
+//                entropy pass and the plain one of fuzz/reference_scan.h
+//                agree at every MCU; the index's
 //                byte param[0] is damaged when bit 1 is set, and checks the
 //                result against the decode without it; bit 6: prepare
 //                the file first (csrc/prepare.h), check that the prepared copy
@@ -30,11 +32,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "grid_crop.h"
 #include "jpeg_decoder.h"
 #include "prepare.h"
+#include "reference_scan.h"
 
 namespace {
 
@@ -119,6 +123,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<uint8_t> index;
   if ((param[4] & 0x81) == 0x01) {
+    // The builder's entropy pass must find what the reference finds, entry
+    // by entry, refusals included.
+    custom_op::mcu_index::ScanLayout scan;
+    std::string why;
+    if (reference_scan::read_scan_layout(data, size, &scan) &&
+        !reference_scan::builder_agrees(data, size, scan, &why)) {
+      std::abort();
+    }
     custom_op::JpegDecoder indexer(data, size, options);
     custom_op::JpegInfo unused;
     if (indexer.read_header(&unused).ok() &&

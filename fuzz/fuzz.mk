@@ -45,6 +45,7 @@ FUZZ_BIN := $(FUZZ_OUT)/decode_fuzzer
 CORE_TEST_BIN := $(FUZZ_OUT)/core_test
 CORE_TEST_PLAIN_BIN := $(FUZZ_OUT)/core_test_plain
 CORE_HEADERS := $(wildcard custom_op/csrc/*.h)
+CORE_TEST_HEADERS := fuzz/index_checks.h fuzz/scan_checks.h fuzz/reference_scan.h
 
 SANITIZER_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
   -fno-sanitize-recover=undefined
@@ -78,16 +79,16 @@ fuzz-tools:
 	  exit 1; \
 	fi
 
-$(FUZZ_BIN): fuzz/decode_fuzzer.cc $(CORE_HEADERS) | fuzz-tools
+$(FUZZ_BIN): fuzz/decode_fuzzer.cc fuzz/reference_scan.h $(CORE_HEADERS) | fuzz-tools
 	@mkdir -p $(FUZZ_OUT)
 	$(FUZZ_CXX) -std=c++17 $(FUZZ_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
 
-$(CORE_TEST_BIN): fuzz/core_test.cc fuzz/index_checks.h $(CORE_HEADERS)
+$(CORE_TEST_BIN): fuzz/core_test.cc $(CORE_TEST_HEADERS) $(CORE_HEADERS)
 	@mkdir -p $(FUZZ_OUT)
 	$(SANITIZE_CXX) -std=c++17 -Wall -Wextra $(SANITIZER_FLAGS) -Icustom_op/csrc $< -o $@ -ljpeg
 
 # The same test without sanitizers, for valgrind (which cannot run ASan's).
-$(CORE_TEST_PLAIN_BIN): fuzz/core_test.cc fuzz/index_checks.h $(CORE_HEADERS)
+$(CORE_TEST_PLAIN_BIN): fuzz/core_test.cc $(CORE_TEST_HEADERS) $(CORE_HEADERS)
 	@mkdir -p $(FUZZ_OUT)
 	$(CXX) -std=c++17 -Wall -Wextra -g -O1 -Icustom_op/csrc $< -o $@ -ljpeg
 
