@@ -29,7 +29,7 @@ import struct
 import zlib
 from typing import Iterable, Optional
 
-from ._regular_files import open_regular, read_at_most
+from ._regular_files import read_regular
 
 #: A folder's sidecar: a file inside the folder, hidden, which no image listing takes.
 FOLDER_SIDECAR = ".custom_op-index.cjmi"
@@ -95,13 +95,10 @@ def read_sidecar(path: str, max_bytes: int = DEFAULT_MAX_SIDECAR_BYTES) -> bytes
         OSError: there is no sidecar, or it is not a regular file, or cannot be read.
         SidecarError: it holds more than ``max_bytes``.
     """
-    with open_regular(path) as file:
-        size = os.fstat(file.fileno()).st_size
-        data = None if size > max_bytes else read_at_most(file, max_bytes)
-    if data is None:
-        raise SidecarError(f"the sidecar holds {size} bytes or more, more than the "
-                           f"{max_bytes} bytes allowed")
-    return data
+    try:
+        return read_regular(path, max_bytes)
+    except ValueError as error:  # larger than max_bytes: refused as the sidecar's own fault
+        raise SidecarError(f"the sidecar is too large: {error}") from None
 
 
 def encode_sidecar(stamp: tuple[int, int], entries: Iterable[SidecarEntry]) -> bytes:

@@ -1,10 +1,14 @@
-"""Ray's processes below a test's own, to check that shutting Ray down leaves none behind."""
+"""Ray's processes below a test's own, to check that shutting Ray down leaves none behind, and
+the local two-node cluster the Ray tests run on."""
 
 from __future__ import annotations
 
 import collections
+import os
+import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 
 def _is_ray(pid: int) -> bool:
@@ -42,3 +46,29 @@ def wait_until_gone(pid: int, before: set[int], seconds: float = 30) -> set[int]
     while ray_descendants(pid) & before and time.monotonic() < deadline:
         time.sleep(0.2)
     return ray_descendants(pid) & before
+
+
+def two_node_cluster(test_module: str) -> Iterator[object]:
+    """A local cluster of two nodes of two logical CPUs each (the reading tasks beside the
+    decoding actors, and under Ray Train the training worker), as Ray's own tests make one on
+    a machine; ``test_module``'s functions pickled by value. Shut down after, checking that
+    Ray left no process behind. For a module-scoped fixture: ``yield from``."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import custom_op
+
+    # Workers import custom_op as this process does (a checkout on PYTHONPATH, or installed).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(custom_op.__file__).parents[1]),
+                                                             os.environ.get("PYTHONPATH")]))
+    ray.cloudpickle.register_pickle_by_value(sys.modules[test_module])
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2,
+                                                            "include_dashboard": False})
+    cluster.add_node(num_cpus=2)
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield cluster
+    before = ray_descendants(os.getpid())
+    assert before, "no Ray process found below this one: the check would check nothing"
+    ray.shutdown()
+    cluster.shutdown()
+    assert not wait_until_gone(os.getpid(), before), "Ray left processes behind"

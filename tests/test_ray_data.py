@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 import torch
-from ray.cluster_utils import Cluster
 from torchvision.transforms import v2
 
 import custom_op
@@ -31,7 +30,7 @@ import custom_op.datasets
 from custom_op.datasets import BatchLane
 from custom_op.ray import JpegDecoder, decode_batches, decode_epochs
 from synthetic import photo_jpeg, write_jpeg_folder
-from _ray_processes import ray_descendants, wait_until_gone
+from _ray_processes import two_node_cluster
 
 SEED, EPOCH = 11, 3
 TRANSFORM = v2.Compose([v2.RandomResizedCrop(48), v2.RandomHorizontalFlip()])
@@ -43,21 +42,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two nodes of two logical CPUs each (reading tasks beside the decoding actors), the way Ray's own tests make a cluster on one machine."""
-    # Workers import custom_op as this process does (a checkout on PYTHONPATH, or installed).
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(custom_op.__file__).parents[1]),
-                                                             os.environ.get("PYTHONPATH")]))
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2,
-                                                            "include_dashboard": False})
-    cluster.add_node(num_cpus=2)
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    before = ray_descendants(os.getpid())
-    assert before, "no Ray process found below this one: the check would check nothing"
-    ray.shutdown()
-    cluster.shutdown()
-    assert not wait_until_gone(os.getpid(), before), "Ray left processes behind"
+    yield from two_node_cluster(__name__)
 
 
 @pytest.fixture(scope="module")

@@ -7,22 +7,18 @@ fail the test."""
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 from pathlib import Path
 
 import pytest
 import ray
 import ray.train
-from ray.cluster_utils import Cluster
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
-import custom_op
 from custom_op.ray import decode_batches
 from synthetic import write_jpeg_folder
 from test_ray_data import SEED, TRANSFORM, _expected
-from _ray_processes import ray_descendants, wait_until_gone
+from _ray_processes import two_node_cluster
 
 EPOCHS = 3
 
@@ -32,22 +28,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Two nodes of two logical CPUs each: the training worker's CPU, the decoding actors' and
-    the reading tasks' beside them (with one CPU a node, the worker and one actor would leave
-    the reads none)."""
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(custom_op.__file__).parents[1]),
-                                                             os.environ.get("PYTHONPATH")]))
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2,
-                                                            "include_dashboard": False})
-    cluster.add_node(num_cpus=2)
-    ray.init(address=cluster.address, log_to_driver=False)
-    yield cluster
-    before = ray_descendants(os.getpid())
-    assert before, "no Ray process found below this one: the check would check nothing"
-    ray.shutdown()
-    cluster.shutdown()
-    assert not wait_until_gone(os.getpid(), before), "Ray left processes behind"
+    yield from two_node_cluster(__name__)
 
 
 @pytest.fixture(scope="module")
