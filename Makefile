@@ -2,7 +2,8 @@
 #               torchvision), build, then a quick check: decode a file, a few seconds of a
 #               DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
-# make bench  - the same, then every benchmark part on generated and real photos
+# make bench  - the same, then every benchmark part on generated and real photos (and
+#               DALI's CPU crop in .venv-dali, made once)
 # make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
 #               for glibc 2.28, one abi3 module for every torch from 2.10,
 #               libjpeg-turbo 3.1 linked in statically with its licences in the
@@ -96,8 +97,18 @@ $(BENCH_STAMP): bench/requirements.txt | $(DEPS_STAMP)
 	rm -f $(VENV)/.bench-deps-*
 	touch $@
 
-bench: deps bench-photos $(BENCH_STAMP)
-	$(PY) -m bench $(BENCH_ARGS)
+# NVIDIA DALI's CPU decoders, the strongest peer of a batch of crops (the operator part's
+# --dali): a venv of its own, since DALI brings its own CUDA-free wheels and numpy and needs no
+# torch. Pinned, so that its figures compare across runs.
+DALI_VENV := .venv-dali
+DALI_PIN := nvidia-dali-cuda120==2.4.0
+$(DALI_VENV)/.done:
+	$(PYTHON) -m venv $(DALI_VENV)
+	$(DALI_VENV)/bin/python -m pip install -q $(DALI_PIN) numpy
+	touch $@
+
+bench: deps bench-photos $(BENCH_STAMP) $(DALI_VENV)/.done
+	$(PY) -m bench --dali $(DALI_VENV)/bin/python $(BENCH_ARGS)
 
 # The benchmark's real photos: Debian's wallpaper package, installed with
 # apt-get when missing and we are root, otherwise we say what to install
