@@ -200,7 +200,12 @@ AUDITWHEEL_EXCLUDES := --exclude 'libtorch*.so' --exclude 'libc10*.so' --exclude
 	--exclude 'libgomp*.so*'
 WHEEL_SOURCES := $(shell git ls-files custom_op packaging setup.py pyproject.toml 2>/dev/null)
 
-$(WHEEL_STAMP):
+# The wheel builds against .venv's torch, so from a fresh clone it first makes .venv with make
+# check's set (torch and custom_op's own needs, not the development stack); a full make deps
+# serves it too, and a WHEEL_TORCH_SITE given from outside needs neither.
+WHEEL_TORCH := $(if $(filter file,$(origin WHEEL_TORCH_SITE)),$(CHECK_STAMP))
+
+$(WHEEL_STAMP): | $(WHEEL_TORCH)
 	@test -d "$(WHEEL_TORCH_SITE)/torch" || { echo "make wheel builds against .venv's torch" \
 		"($(WHEEL_TORCH_SITE)): run make deps first, or set WHEEL_TORCH_SITE"; exit 1; }
 	$(PYTHON) -m venv $(WHEEL_VENV)
@@ -251,16 +256,33 @@ $(ZIGLANG_STAMP): | $(WHEEL_STAMP)
 	rm -rf build/ziglang-download
 	touch $@
 
+# setuptools 77.0.3 is the first to put licence files where core metadata 2.4 says (at the
+# paths METADATA lists, under the dist-info's licenses/ folder); setup.py refuses an older one
+# when it bundles libjpeg-turbo's notices. A venv starts with Python's own, older setuptools.
+WHEEL_SETUPTOOLS := 77.0.3
+WHEEL_SETUPTOOLS_STAMP := $(WHEEL_VENV)/.setuptools-$(WHEEL_SETUPTOOLS)
+
+$(WHEEL_SETUPTOOLS_STAMP): | $(WHEEL_STAMP)
+	$(WHEEL_PY) -m pip install -q --upgrade 'setuptools>=$(WHEEL_SETUPTOOLS)'
+	rm -f $(WHEEL_VENV)/.setuptools-*
+	touch $@
+
+# The zip entries' timestamps are the last commit's time, not the build's, so that the same
+# commit makes the same wheel (setuptools and auditwheel both read SOURCE_DATE_EPOCH).
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+
 wheel: dist/.wheel-stamp
 
 # setuptools builds in ./build: its old lib and temp folders would bring an
 # older key's module into the wheel. --plat: the module would pass an older
 # policy, but torch, which it needs, is manylinux_2_28 itself.
-dist/.wheel-stamp: $(WHEEL_STAMP) $(ZIGLANG_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a $(LIBJPEG_LICENSES) \
-		$(WHEEL_SOURCES)
+dist/.wheel-stamp: $(WHEEL_STAMP) $(WHEEL_SETUPTOOLS_STAMP) $(ZIGLANG_STAMP) $(LIBJPEG_STATIC)/lib/libjpeg.a \
+		$(LIBJPEG_LICENSES) $(WHEEL_SOURCES)
 	rm -rf build/lib.* build/temp.* build/bdist.* build/wheel-raw dist/custom_op-*.whl
-	$(WHEEL_BUILD_ENV) CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) $(WHEEL_PY) -m pip wheel -q \
+	$(WHEEL_BUILD_ENV) CUSTOM_OP_JPEG_STATIC=$(abspath $(LIBJPEG_STATIC)) \
+		$(if $(SOURCE_DATE_EPOCH),SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)) $(WHEEL_PY) -m pip wheel -q \
 		--no-build-isolation --no-deps -w build/wheel-raw .
+	$(if $(SOURCE_DATE_EPOCH),SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH)) \
 	PATH="$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH" $(WHEEL_PY) -m auditwheel repair $(AUDITWHEEL_EXCLUDES) \
 		--only-plat --plat manylinux_$(subst .,_,$(WHEEL_GLIBC))_$(ARCH) -w dist build/wheel-raw/custom_op-*.whl
 	touch $@

@@ -149,6 +149,22 @@ def _with_licence_files(extra: list[str]) -> type:
     return WithLicenceFiles
 
 
+#: The first setuptools that writes licence files where core metadata 2.4 (PEP 639) puts them:
+#: each License-File line of METADATA is a path relative to the project, and the file is in the
+#: wheel at that path under the dist-info's licenses/ folder. Older ones copy each file to the
+#: top of the dist-info under its bare name, so that the paths METADATA lists name no file.
+LICENCE_LAYOUT_SETUPTOOLS = (77, 0, 3)
+#: Where the notices of a libjpeg-turbo outside this folder are copied: a License-File path must
+#: stay inside the project (no "..", not absolute).
+OUTSIDE_LICENCES = Path("build") / "bundled-licenses" / "libjpeg-turbo"
+
+
+def _setuptools_version() -> tuple[int, ...]:
+    import setuptools
+
+    return tuple(int(part) for part in setuptools.__version__.split(".")[:3] if part.isdigit())
+
+
 def _bundled_licences(config) -> list[str]:
     """The licence files of a statically linked libjpeg-turbo, relative to this folder.
 
@@ -156,7 +172,8 @@ def _bundled_licences(config) -> list[str]:
     ``make wheel`` writes them into the archive's ``licenses/`` folder
     (packaging/libjpeg_licenses.py), and they go into the wheel's dist-info
     beside our own LICENSE. A build without them is refused rather than
-    shipped without.
+    shipped without, and so is one whose setuptools would put them where the
+    metadata does not say.
     """
     try:
         static = config.static_jpeg_prefix()
@@ -168,8 +185,24 @@ def _bundled_licences(config) -> list[str]:
     if not found:
         _fail(f"{static}/licenses holds no licence file of the libjpeg-turbo linked in; "
               "make libjpeg-static writes them (packaging/libjpeg_licenses.py)")
+    if _setuptools_version() < LICENCE_LAYOUT_SETUPTOOLS:
+        needed = ".".join(map(str, LICENCE_LAYOUT_SETUPTOOLS))
+        import setuptools
+
+        _fail(f"setuptools {setuptools.__version__} would put libjpeg-turbo's licence files "
+              f"elsewhere in the wheel than its METADATA says; setuptools {needed} or newer "
+              f"puts them where core metadata 2.4 requires. Upgrade it in the build "
+              f"environment: pip install 'setuptools>={needed}' (make wheel does)")
     here = Path(__file__).resolve().parent
-    return [os.path.relpath(path, here) for path in found]
+    listed = []
+    for path in found:
+        if not path.resolve().is_relative_to(here):
+            copy = here / OUTSIDE_LICENCES / path.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_bytes(path.read_bytes())
+            path = copy
+        listed.append(Path(os.path.relpath(path, here)).as_posix())
+    return listed
 
 
 setup(**_native_build())

@@ -34,10 +34,12 @@ expected failures.
 
 from __future__ import annotations
 
+import email.parser
 import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -267,7 +269,9 @@ def _install_as_a_user(venv: WheelVenv, requirement: str) -> None:
     report = venv.site.parent / "pip-report.json"
     planned = venv.install(requirement, "--dry-run", "--report", str(report))
     assert planned.returncode == 0, planned.stdout + planned.stderr
-    names = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    # Compared normalized (PEP 503): metadata 2.4 keeps the name as the project spells it.
+    names = [re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower()
+             for item in json.loads(report.read_text())["install"]]
     assert names == ["custom-op"], names
     installed = venv.install(requirement)
     assert installed.returncode == 0, installed.stdout + installed.stderr
@@ -328,6 +332,65 @@ def test_the_integrations_without_torchvision_name_the_extra(venv_213, code):
     assert "pip install 'custom_op[torchvision]'" in done.stderr, done.stderr[-2000:]
 
 
+def test_the_missing_extra_names_the_command_that_keeps_torch(venv_213):
+    """The ImportError names the installed torch (2.13.0+cpu here): with it on the command line
+    pip picks the torchvision made for that torch instead of replacing it."""
+    done = venv_213.run("import custom_op; custom_op.EncodedJpeg")
+    assert done.returncode == 1
+    assert "pip install 'custom_op[torchvision]' 'torch==2.13.0+cpu'" in done.stderr, \
+        done.stderr[-2000:]
+
+
+def _fake_wheel(folder: Path, name: str, version: str, *requires: str) -> None:
+    """A wheel of nothing but metadata, for pip's resolver to choose from without a download."""
+    dist_info = f"{name}-{version}.dist-info"
+    metadata = "".join([f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                        *(f"Requires-Dist: {requirement}\n" for requirement in requires)])
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as archive:
+        archive.writestr(f"{dist_info}/METADATA", metadata)
+        archive.writestr(f"{dist_info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n"
+                                               "Tag: py3-none-any\n")
+        archive.writestr(f"{dist_info}/RECORD", "")
+
+
+def _planned(venv: WheelVenv, index: Path, report: Path, *requirements: str) -> dict[str, str]:
+    """What ``pip install`` would install in the venv from ``index`` alone: name -> version."""
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv.python), "install",
+                           "--dry-run", "--no-index", "--find-links", str(index), "--report",
+                           str(report), *requirements], env=venv.env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+            for item in json.loads(report.read_text())["install"]}
+
+
+def test_the_documented_command_keeps_torch_where_the_extra_alone_replaces_it(venv_213, wheel,
+                                                                               tmp_path):
+    """As on PyPI, each torchvision asks for its own torch or newer: asked for the extra alone,
+    pip replaces torch 2.13 with the newest torch to have the newest torchvision; the command
+    the ImportError and docs/install.md give keeps it and takes the torchvision made for it."""
+    index = tmp_path / "index"
+    index.mkdir()
+    _fake_wheel(index, "torch", "2.14.1")
+    _fake_wheel(index, "torchvision", "0.28.0", "torch>=2.13.0", "numpy")
+    _fake_wheel(index, "torchvision", "0.29.1", "torch>=2.14.0", "numpy")
+    _fake_wheel(index, "numpy", "2.3.0")
+    extra = f"custom_op[torchvision] @ {wheel.as_uri()}"
+    alone = _planned(venv_213, index, tmp_path / "alone.json", extra)
+    assert alone.get("torch") == "2.14.1", alone
+    printed = venv_213.run("from custom_op._core._extras import install_command; "
+                           "print(install_command('torchvision', 'custom_op'))")
+    assert printed.returncode == 0, printed.stderr[-2000:]
+    command = shlex.split(printed.stdout.strip())
+    assert command[:3] == ["pip", "install", "custom_op[torchvision]"], command
+    kept = _planned(venv_213, index, tmp_path / "kept.json", extra, *command[3:])
+    assert "torch" not in kept and kept.get("torchvision") == "0.28.0", kept
+    assert venv_213.torch_version() == "2.13.0+cpu"
+    install_doc = (REPO / "docs" / "install.md").read_text()
+    assert "\"torch==$(python -c 'from importlib.metadata import version; " \
+           "print(version(\"torch\"))')\"" in install_doc
+
+
 #: Each licence of libjpeg-turbo (its LICENSE.md) and a sentence of its text.
 LIBJPEG_LICENCES = {
     "libjpeg-turbo-LICENSE-IJG.txt": "this software is based in part on the work of",
@@ -336,18 +399,46 @@ LIBJPEG_LICENCES = {
 }
 
 
+def _dist_info(archive: zipfile.ZipFile) -> str:
+    return next(n.split("/")[0] for n in archive.namelist()
+                if n.split("/")[0].endswith(".dist-info"))
+
+
+def _license_files(archive: zipfile.ZipFile) -> list[str]:
+    """The License-File fields of the wheel's METADATA (its headers, not its description)."""
+    metadata = email.parser.Parser().parsestr(
+        archive.read(f"{_dist_info(archive)}/METADATA").decode(), headersonly=True)
+    return metadata.get_all("License-File") or []
+
+
 @pytest.mark.parametrize("name", sorted(LIBJPEG_LICENCES))
 def test_the_wheel_carries_libjpeg_turbos_licences(wheel, name):
     with zipfile.ZipFile(wheel) as archive:
-        dist_info = next(n.split("/")[0] for n in archive.namelist()
-                         if n.split("/")[0].endswith(".dist-info"))
-        text = archive.read(f"{dist_info}/{name}").decode()
-        metadata = archive.read(f"{dist_info}/METADATA").decode()
-        assert f"{dist_info}/LICENSE" in archive.namelist()
+        dist_info = _dist_info(archive)
+        [listed] = [path for path in _license_files(archive) if path.endswith("/" + name)]
+        text = archive.read(f"{dist_info}/licenses/{listed}").decode()
+        assert f"{dist_info}/licenses/LICENSE" in archive.namelist()
     assert LIBJPEG_LICENCES[name] in " ".join(text.split())
     assert "Copyright" in text or "copyright" in text
-    assert any(line.startswith("License-File: ") and line.endswith(name)
-               for line in metadata.splitlines())
+
+
+def test_every_license_file_of_the_metadata_is_in_the_wheels_licenses_folder(wheel):
+    """Core metadata 2.4 (PEP 639): each License-File is a path relative to the project, and the
+    file is in the wheel at that path under the dist-info's licenses/ folder; nothing else is
+    there. (setuptools before 77 listed the paths but put the files at the dist-info's top.)"""
+    with zipfile.ZipFile(wheel) as archive:
+        dist_info = _dist_info(archive)
+        listed = _license_files(archive)
+        metadata = email.parser.Parser().parsestr(
+            archive.read(f"{dist_info}/METADATA").decode(), headersonly=True)
+        folder = f"{dist_info}/licenses/"
+        shipped = sorted(name[len(folder):] for name in archive.namelist()
+                         if name.startswith(folder) and not name.endswith("/"))
+    version = tuple(int(part) for part in metadata["Metadata-Version"].split("."))
+    assert version >= (2, 4), metadata["Metadata-Version"]
+    assert "LICENSE" in listed and len(listed) == 1 + len(LIBJPEG_LICENCES), listed
+    assert all(not path.startswith("/") and ".." not in path.split("/") for path in listed)
+    assert shipped == sorted(listed)
 
 
 @pytest.fixture(scope="session")
