@@ -446,3 +446,34 @@ def test_warm_import_and_first_call_hang_guard(built):
                         timeout=300)
     assert code == 0, output
     assert float(output.split()[-1]) < 1.0
+
+
+def test_two_checkouts_at_different_paths_build_the_same_module(tmp_path):
+    """The same sources and flags build the same bytes wherever the checkout lies: no folder of
+    the checkout or of torch is compiled into the module (the headers' __FILE__ in torch's checks
+    was). Both copies are made from one read of the sources, which others may be editing, and
+    each is built by ``python -m custom_op.build`` from its own folder, as a checkout builds."""
+    sources = subprocess.run(["git", "ls-files", "custom_op"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    contents = {name: (REPO / name).read_bytes() for name in sources if (REPO / name).is_file()}
+    modules = []
+    for folder in (tmp_path / "a", tmp_path / "somewhere" / "else" / "b"):
+        for name, data in contents.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+        build_dir = folder.parent / f"{folder.name}-build"
+        done = subprocess.run([sys.executable, "-m", "custom_op.build", "--into", str(build_dir)],
+                              cwd=folder, capture_output=True, text=True, timeout=900,
+                              env=dict(_env(build_dir), PYTHONPATH=str(folder)))
+        assert done.returncode == 0, done.stdout + done.stderr
+        [module] = _built_modules(build_dir)
+        modules.append(module.read_bytes())
+        leaked = str(folder).encode() in modules[-1]
+        assert not leaked, f"the module built in {folder} holds that folder's path"
+    import torch
+
+    torch_folder = str(Path(torch.__file__).parent)
+    leaked = torch_folder.encode() in modules[0]
+    assert not leaked, f"the module holds the path of torch's folder, {torch_folder}"
+    same = modules[0] == modules[1]
+    assert same, "two checkouts at different paths built different modules"

@@ -61,6 +61,37 @@ LIBRARIES = ("jpeg",)
 #: 2.0 ms with it, 1.55 ms without).
 EXTRA_COMPILE_ARGS = ("-O3", "-g0", "-fno-wrapv", "-fvisibility=hidden")
 
+#: What the compiler writes of a header's folder into the module (``__FILE__`` in assertion
+#: messages and in torch's checks, compiled into the module's read-only data): the package's and
+#: torch's folders, each replaced by the name of its folder alone, so that the same sources and
+#: flags build the same bytes wherever the checkout or the environment lies (gcc 8 and clang 10
+#: on accept the flag). Kept out of EXTRA_COMPILE_ARGS and so out of the build key, which must
+#: not depend on the package's location either; reproducible_compile_args() fills it in.
+FILE_PREFIX_MAP = "-ffile-prefix-map={folder}={name}"
+
+
+def _torch_folders() -> list[str]:
+    """The folder of the torch a build compiles against, as torch's include paths name it and
+    resolved, without importing torch (this module must not; a file lookup is enough)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.origin:
+        return []
+    folder = os.path.dirname(os.path.abspath(spec.origin))
+    return sorted({folder, os.path.realpath(folder)})
+
+
+def reproducible_compile_args() -> list[str]:
+    """The -ffile-prefix-map flags of a build here: the package's folder as ``custom_op`` and
+    torch's as ``torch``, so that no path of this machine is compiled into the module."""
+    folders = [(str(PACKAGE_DIR), "custom_op")] + [(folder, "torch") for folder in _torch_folders()]
+    return [FILE_PREFIX_MAP.format(folder=folder, name=name) for folder, name in folders]
+
+
 #: The stable-ABI target: torch's stable ABI promises that a module built with
 #: this TORCH_TARGET_VERSION loads in every later torch. 2.10: what we use
 #: (Tensor[] and std::vector arguments, torch_call_dispatcher,
@@ -265,7 +296,7 @@ def extension_arguments(key: str, source_prefix: str = "") -> dict:
         "library_dirs": libraries,
         "libraries": jpeg["libraries"],
         "extra_objects": jpeg["extra_objects"],
-        "extra_compile_args": list(EXTRA_COMPILE_ARGS),
+        "extra_compile_args": list(EXTRA_COMPILE_ARGS) + reproducible_compile_args(),
         "extra_link_args": extra_link_args(libraries) + jpeg["extra_link_args"],
         "define_macros": define_macros(key),
         "py_limited_api": True,
