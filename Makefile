@@ -108,7 +108,7 @@ $(DALI_VENV)/.done:
 	touch $@
 
 bench: deps bench-photos $(BENCH_STAMP) $(DALI_VENV)/.done
-	$(PY) -m bench --dali $(DALI_VENV)/bin/python $(BENCH_ARGS)
+	$(PY) -m bench --dali $(DALI_VENV)/bin/python --dali-rounds 3 $(BENCH_ARGS)
 
 # The benchmark's real photos: Debian's wallpaper package, installed with
 # apt-get when missing and we are root, otherwise we say what to install

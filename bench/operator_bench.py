@@ -45,7 +45,8 @@ takes), one more table: the strongest peer of a crop call, NVIDIA DALI's CPU
 num_threads=1 (bench/dali_crop.py, in DALI's venv as a child process, no
 torch there), against ``custom_op.decode_and_crop_jpeg_batch(datas, boxes,
 num_threads=1)`` on the same batches of 32 and the single call
-``decode_and_crop_jpeg`` one sample at a time. The files: the kind's
+``decode_and_crop_jpeg`` one sample at a time, on the real photos when the run has them (else
+the generated ones). The files: the kind's
 --height x --width set (533x800 by default; not --data), baseline and
 progressive, --num-images files each, bytes in memory before timing; the
 windows: --crop squares drawn with --seed (the same for both encodings),
@@ -287,7 +288,7 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
         "methods": rows,
         "targets": _targets(rows),
     }
-    if getattr(args, "dali", None) is not None:
+    if getattr(args, "dali", None) is not None and _dali_kind(args, source):
         result["dali_crop"] = _dali_comparison(args, source)
         result["targets"] += _dali_targets(result["dali_crop"])
         if getattr(args, "json", None) is not None:
@@ -340,6 +341,12 @@ class _DaliChild:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def _dali_kind(args: argparse.Namespace, source: images.ImageSource) -> bool:
+    """Whether DALI's comparison runs on this kind: the real photos when the run has them (the
+    peers' figures are quoted on real photos), else the generated ones."""
+    return source.kind == "real" or "real" not in images.kinds(args)
 
 
 def _dali_version(python: pathlib.Path) -> str:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .._core._extras import require
 from .._index_counts import IndexCounts, index_counts
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
@@ -189,11 +190,9 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
 
 
 def _nodes() -> Any:
-    try:
-        import torchdata.nodes as nodes
-    except ImportError as error:
-        raise ImportError("custom_op.datasets.lane_threads runs on torchdata.nodes: "
-                          "pip install torchdata") from error
+    require("lane", "custom_op.datasets.lane_threads (it runs on torchdata.nodes)")
+    import torchdata.nodes as nodes
+
     return nodes
 
 
