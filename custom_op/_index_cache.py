@@ -44,9 +44,10 @@ _log = logging.getLogger("custom_op")
 DEFAULT_MAX_BYTES = 256 << 20
 #: What an index saves one cropped decode, as a share of the index's build, per share of the
 #: file's rows outside the window: the rows above it need no entropy decoding, nor the columns
-#: outside it in the rows it keeps. Measured by ``python -m bench index`` (the indexed crop's
-#: gain over the unindexed one against the build's time, at 500 x 375 to 2560 x 1600) and
-#: rounded down, so that a sample builds a little later rather than before it pays.
+#: outside it in the rows it keeps. Derived from the index part of the benchmark (the indexed
+#: crop's gain over the unindexed one against the build's time, on real photos of every size it
+#: measures) and taken at the low end of what it measures, so that a sample builds a little
+#: later rather than before it pays.
 SAVING_PER_ROW_SHARE = 0.4
 
 #: What an entry costs besides its index: the key (a path string, three ints), the dict's
