@@ -135,7 +135,7 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
     # No build folder inside site-packages: the package's own folders only.
     assert sorted(p.name for p in package.iterdir() if p.is_dir()) == [
         "__pycache__", "_core", "_prebuilt", "_timm", "_torchvision", "binding", "csrc", "datasets",
-        "prepare"]
+        "prepare", "ray"]
 
     removed = venv.pip("uninstall", "--yes", "custom_op", env=env, cwd=elsewhere)
     assert removed.returncode == 0, removed.stderr
