@@ -43,7 +43,8 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 from torchvision.transforms import v2
 
 from bench import images, loaders, report
-from custom_op.datasets import BatchLane, LitJpegs, MdsJpegs, lane_dataloader
+from custom_op.datasets import LitJpegs, MdsJpegs
+from custom_op.lane import BatchLane, lane_dataloader
 
 HEIGHT, WIDTH, SIZE = 375, 500, 224
 WORKERS, BATCH = 2, 64

@@ -60,7 +60,7 @@ from torchvision.transforms import v2
 
 import custom_op
 from bench import images, report, sampling, timing
-from custom_op import _decode
+from custom_op._decode import _single as _decode
 
 SIZE = 224
 CUSTOM = "custom_op resized crop"

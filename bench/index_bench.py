@@ -55,7 +55,7 @@ from torchvision.transforms import v2
 
 import custom_op
 from bench import images, index_epochs, photos, report, sampling, timing
-from custom_op._index_cache import ENTRY_OVERHEAD
+from custom_op._index._cache import ENTRY_OVERHEAD
 
 FULL = "custom_op full decode"
 TV_FULL = "torchvision full decode"

@@ -3,7 +3,7 @@ against prepared files and torchvision's uint8 DataLoader.
 
 A part of the index benchmark (bench/index_bench.py): for 2560x1600 and 500x375 files, a
 JpegFolder (a copy of the run's set, so that sidecars can be written beside it), read by
-``custom_op.datasets.lane_threads`` (2 threads, batches of 8, ``v2.RandomResizedCrop(224)``
+``custom_op.lane.lane_threads`` (2 threads, batches of 8, ``v2.RandomResizedCrop(224)``
 with its default scales, or with scales 0.02-0.1 (small windows, whose indexes pay soonest),
 + ``v2.RandomHorizontalFlip()``), three epochs in a row per
 way, each way with a new loader and a new cache, the ways taken in turn ``--index-rounds``
@@ -34,8 +34,9 @@ from typing import Any
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op._index_cache import ENTRY_OVERHEAD
-from custom_op.datasets import BatchLane, JpegFolder, LaneBatchSampler, lane_threads
+from custom_op._index._cache import ENTRY_OVERHEAD
+from custom_op.datasets import JpegFolder
+from custom_op.lane import BatchLane, LaneBatchSampler, lane_threads
 from custom_op.prepare.index_only import index_tree
 
 from bench import images

@@ -18,7 +18,7 @@ JPEGs under DIR as they are, one row set per size found, in place of the sizes),
                      DataLoader, 2 workers, batch 64
   torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path), mode=RGB), the same v2 transforms,
                      DataLoader, 2 workers
-  lane_workers       custom_op.datasets.BatchLane through lane_dataloader: a batch sampler,
+  lane_workers       custom_op.lane.BatchLane through lane_dataloader: a batch sampler,
                      batch_size=None, 2 worker processes each decoding whole batches
   lane_threads       the same lane through lane_threads (torchdata.nodes): one process,
                      2 threads reading, 2 threads decoding
@@ -65,7 +65,8 @@ from torchvision.transforms import v2
 
 import custom_op
 from bench import images, loaders, photos, report, sampling
-from custom_op.datasets import BatchLane, JpegFolder, lane_dataloader, lane_threads
+from custom_op.datasets import JpegFolder
+from custom_op.lane import BatchLane, lane_dataloader, lane_threads
 from custom_op.transforms import NormalizeBatch
 
 SIZE, BATCH, WORKERS = 224, 64, 2

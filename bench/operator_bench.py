@@ -135,7 +135,7 @@ def _custom_op_methods() -> list[Method]:
 def _kernel_crop(data: torch.Tensor, y: int, x: int, height: int, width: int) -> torch.Tensor:
     """custom_op.decode_and_crop_jpeg's argument checks, then its kernel call and nothing else
     (no EXIF look-up, no compile check): the floor the public function is measured against."""
-    from custom_op import _decode
+    from custom_op._decode import _single as _decode
 
     name = "decode_and_crop_jpeg"
     encoded = _decode._as_encoded(data, name)

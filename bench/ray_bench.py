@@ -23,7 +23,7 @@ pipelines:
                      "per-epoch start" is the rate a fresh execution per epoch would give
                      (an epoch's images over the start plus the epoch's steady time). Ray gets one logical CPU more than the actors take, for its
                      reading tasks, which would otherwise wait for ever
-  lane_threads       custom_op.datasets.lane_threads (torchdata.nodes), 2 threads
+  lane_threads       custom_op.lane.lane_threads (torchdata.nodes), 2 threads
   torchvision_uint8  DatasetFolder with decode_jpeg(read_file(path), mode=RGB), DataLoader, 2 workers
 
 lane_threads and torchvision_uint8 are timed interleaved as the lane part times

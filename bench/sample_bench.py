@@ -51,7 +51,7 @@ from torchvision.transforms import v2
 
 import custom_op
 from bench import images, photos, report
-from custom_op._decode import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
+from custom_op._decode._single import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 from custom_op._torchvision._fused_head import FusedHead
 from custom_op.datasets import JpegFolder
 from custom_op.datasets._loading import _read_with_key, load_sample

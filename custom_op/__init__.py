@@ -4,7 +4,7 @@
 loads the native extension if this environment has a build (a few
 milliseconds, no process); with none, the first call that decodes builds it
 (see custom_op/_core/_loader.py and docs/install.md). The parts that need torchvision
-(EncodedJpeg, the transforms and the datasets) are imported on first use too,
+(EncodedJpeg, the transforms, the datasets and the lane) are imported on first use too,
 so the decode functions alone do not pay for importing torchvision.
 """
 
@@ -12,16 +12,16 @@ import importlib as _importlib
 
 from ._core._errors import JpegDecodeError
 from ._core import _native as _C
-from ._decode import (
+from ._decode._single import (
     decode_and_crop_jpeg,
     decode_and_resized_crop_jpeg,
     jpeg_size,
     libjpeg_version,
 )
-from ._decode_batch import decode_and_crop_jpeg_batch
-from ._index import index_stats, jpeg_index
-from ._index_cache import configure_index_cache, index_cache_stats
-from ._restart_markers import prepare_jpeg, seekable
+from ._decode._batch import decode_and_crop_jpeg_batch
+from ._index._jpeg_index import index_stats, jpeg_index
+from ._index._cache import configure_index_cache, index_cache_stats
+from ._decode._prepared import prepare_jpeg, seekable
 
 #: Public names imported on first access: {name: (module, attribute or None for the module)}.
 _LAZY = {
@@ -31,6 +31,7 @@ _LAZY = {
     "CocoJpegDetection": (".datasets", "CocoJpegDetection"),
     "transforms": (".transforms", None),
     "datasets": (".datasets", None),
+    "lane": (".lane", None),
 }
 
 
@@ -69,6 +70,7 @@ __all__ = [
     "CocoJpegDetection",
     "transforms",
     "datasets",
+    "lane",
 ]
 __version__ = "0.1.0"
 

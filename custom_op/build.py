@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ._core import _build, _loader
-from ._decode import decode_and_crop_jpeg
+from ._decode._single import decode_and_crop_jpeg
 
 #: A 16 x 8 baseline JPEG of one colour, RGB (200, 30, 60): enough to show
 #: that the loaded module decodes.

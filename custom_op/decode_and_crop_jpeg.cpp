@@ -4,7 +4,7 @@
 // (binding/batch.h), and turns a failed Status into a tagged exception
 // (binding/errors.h) that the Python layer gives its Python type back.
 // Argument parsing with friendly messages happens first in
-// custom_op/_decode.py; the checks here keep direct calls safe.
+// custom_op/_decode/_single.py; the checks here keep direct calls safe.
 //
 // Two ABIs, no C++ one: the operators (torch.ops.custom_op_jpeg._*) are built on
 // torch's stable ABI (STABLE_TORCH_LIBRARY, torch::stable::Tensor, ATen

@@ -23,7 +23,7 @@ GPU) and a DistributedSampler; otherwise as one plain process.
 Data goes through custom_op's batch lane (docs/batch_lane.md): DataLoader
 workers decode whole batches of RandomResizedCrop(--crop-size) windows in one
 native call, from a JpegFolder (a DistributedSampler's batches) or tar shards
-(custom_op.datasets.shard_loader), uint8 until the device. ``import custom_op``
+(custom_op.lane.shard_loader), uint8 until the device. ``import custom_op``
 builds the extension on a cold machine: one rank builds, the others wait.
 
 Examples::
@@ -182,10 +182,10 @@ def check_folder_holds_jpegs(root: Path) -> None:
 
 
 def open_shards(args: argparse.Namespace):
-    """custom_op.datasets.ShardSet over the channel: the shards, their size and classes."""
+    """custom_op.lane.ShardSet over the channel: the shards, their size and classes."""
     import tarfile
 
-    from custom_op.datasets import ShardSet
+    from custom_op.lane import ShardSet
 
     def warn(message: str) -> None:
         print(f"train.py: warning: {message}: training skips what cannot be read",
@@ -207,7 +207,7 @@ def make_loader(args: argparse.Namespace, ranks: Ranks, dataset, cuda: bool):
     import torch
     from torch.utils.data import BatchSampler, DistributedSampler
 
-    from custom_op.datasets import BatchLane, lane_dataloader
+    from custom_op.lane import BatchLane, lane_dataloader
 
     torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
     sampler = DistributedSampler(range(len(dataset)), num_replicas=ranks.world_size,
@@ -221,11 +221,11 @@ def make_loader(args: argparse.Namespace, ranks: Ranks, dataset, cuda: bool):
 
 def make_shard_loader(args: argparse.Namespace, ranks: Ranks, shards, cuda: bool):
     """The shards split by rank and worker, reshuffled every epoch, batches decoded by the
-    batch lane: custom_op.datasets.shard_loader."""
+    batch lane: custom_op.lane.shard_loader."""
     import torch
     import webdataset as wds
 
-    from custom_op.datasets import BatchLane, shard_loader
+    from custom_op.lane import BatchLane, shard_loader
 
     torch.manual_seed(args.seed + ranks.rank)  # different crops on every rank
     # raise: stop the job naming the shard (and member); substitute: skip or replace, warning.

@@ -11,6 +11,7 @@ import pytest
 
 import custom_op
 import custom_op.datasets
+import custom_op.lane
 import custom_op.transforms
 
 API = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
@@ -18,7 +19,8 @@ BLOCK = API.split("```python", 1)[1].split("```", 1)[0]
 
 PUBLIC = ([f"custom_op.{name}" for name in custom_op.__all__]
           + [f"custom_op.transforms.{name}" for name in custom_op.transforms.__all__]
-          + [f"custom_op.datasets.{name}" for name in custom_op.datasets.__all__])
+          + [f"custom_op.datasets.{name}" for name in custom_op.datasets.__all__]
+          + [f"custom_op.lane.{name}" for name in custom_op.lane.__all__])
 
 
 def _listed_names() -> set[str]:

@@ -27,7 +27,8 @@ from torch.utils.data import (BatchSampler, DataLoader, DistributedSampler, Sequ
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op.datasets import BatchLane, HfImageTransform, HfRows, hf_image, lane_dataloader, lane_threads
+from custom_op.datasets import HfImageTransform, hf_image
+from custom_op.lane import BatchLane, HfRows, lane_dataloader, lane_threads
 from synthetic import folder_samples, make_smooth_noise, write_jpeg_folder, write_shards
 
 SIZE = 48
@@ -121,7 +122,7 @@ def test_timm_pipeline_runs_per_sample_as_jpeg_folder_runs_it(folder) -> None:
 
 def test_jpeg_windows_go_through_one_batch_call(folder, monkeypatch) -> None:
     """Every JPEG of a batch is decoded by the batched call; only the PNG by the v2 kernel."""
-    import custom_op.datasets._batch_lane as lane_module
+    import custom_op.lane._batch_lane as lane_module
 
     calls, per_sample_crops = [], []
     batch_call = lane_module.decode_and_crop_jpeg_batch

@@ -41,7 +41,7 @@ STD = [0.229, 0.224, 0.225]
 #: Files for every channel count "unchanged" gives: 3 (colour), 1 (gray), 4 (CMYK).
 FILES = {"rgb": "420-prog-q100-257x256", "gray": "gray-base-q50-7x13",
          "cmyk": "cmyk-444-base-q75-57x91"}
-#: The mode codes of the kernels (custom_op._decode.MODES).
+#: The mode codes of the kernels (custom_op._decode._single.MODES).
 MODE_CODES = {"rgb": 0, "gray": 1, "unchanged": 2}
 LIMITS = (1 << 28, 256)  # max_pixels, max_scans
 
@@ -162,7 +162,7 @@ def test_compiled_resize_chooses_the_scale_by_size(tensors) -> None:
     torch._dynamo.reset()
     compiled = torch.compile(_resized_mean, fullgraph=True, dynamic=True, backend="aot_eager")
     windows = [(0, 0, 256, 256, 30, 30), (0, 0, 64, 64, 30, 30), (0, 0, 200, 200, 150, 150)]
-    assert {custom_op._decode.choose_scale(w[2], w[3], w[4:], True) for w in windows} == {1, 4, 8}
+    assert {custom_op._decode._single.choose_scale(w[2], w[3], w[4:], True) for w in windows} == {1, 4, 8}
     for window in windows:
         assert torch.equal(compiled(data, *window), _resized_mean(data, *window)), window
 

@@ -603,7 +603,7 @@ def test_one_crop_of_a_533x800_photo_takes_under_a_second(pillow_photo: bytes) -
 def test_choose_scale_is_the_native_rule(window, size, antialias: bool, expected: int) -> None:
     """The smallest of 1/8, 1/4, 1/2 whose decoded window still covers ``size``, and never a
     reduced scale without antialias (issue 24 item 5); fractional sides as the grid crops give."""
-    assert custom_op._decode.choose_scale(*window, size, antialias) == expected
+    assert custom_op._decode._single.choose_scale(*window, size, antialias) == expected
     assert custom_op._C.choose_scale(*window, *size, antialias) == expected
 
 

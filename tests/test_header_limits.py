@@ -17,8 +17,9 @@ from torchvision.transforms import v2
 
 import custom_op
 from custom_op import EncodedJpeg, JpegDecodeError
-from custom_op.datasets import BatchLane, JpegFolder, hf_image
-from custom_op._torchvision._decode_options import DecodeOptions
+from custom_op.datasets import JpegFolder, hf_image
+from custom_op.lane import BatchLane
+from custom_op._decode._options import DecodeOptions
 from jpegenc import encode
 from synthetic import make_photo
 

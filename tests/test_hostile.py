@@ -798,6 +798,6 @@ def test_batch_threads_do_not_start_openmp_teams() -> None:
 
 
 def test_python_and_native_default_max_memory_agree() -> None:
-    from custom_op._decode import DEFAULT_MAX_MEMORY
+    from custom_op._decode._single import DEFAULT_MAX_MEMORY
 
     assert DEFAULT_MAX_MEMORY == custom_op._C.DEFAULT_MAX_MEMORY == 256 << 20

@@ -22,9 +22,10 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 import custom_op
-from custom_op._index_cache import ENTRY_OVERHEAD, saving_of
-from custom_op._index_sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
-from custom_op.datasets import BatchLane, JpegFolder
+from custom_op._index._cache import ENTRY_OVERHEAD, saving_of
+from custom_op._index._sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
+from custom_op.datasets import JpegFolder
+from custom_op.lane import BatchLane
 from custom_op.prepare import index_only
 from custom_op.prepare.cli import main as prepare_main
 from synthetic import photo_jpeg
@@ -328,7 +329,8 @@ def test_tar_shards_get_a_sidecar_that_the_lane_reads(folder, tmp_path, jpegs) -
 
 def test_hugging_face_index_column(jpegs, tmp_path) -> None:
     datasets = pytest.importorskip("datasets")
-    from custom_op.datasets import HfImageTransform, HfRows, add_index_column
+    from custom_op.datasets import HfImageTransform, add_index_column
+    from custom_op.lane import HfRows
 
     rows = datasets.Dataset.from_dict(
         {"image": [{"bytes": data, "path": None} for data in jpegs], "label": [0] * COUNT},
@@ -360,7 +362,7 @@ def test_hugging_face_index_column(jpegs, tmp_path) -> None:
 
 def test_a_worker_loader_reports_its_workers_index_counts(folder) -> None:
     """The training process's own counts never see a worker's decodes; the loader gathers them."""
-    from custom_op.datasets import LaneBatchSampler, lane_dataloader
+    from custom_op.lane import LaneBatchSampler, lane_dataloader
 
     assert prepare_main([str(folder), "--index-only", "--quiet"]) == 0
     lane = BatchLane(JpegFolder(folder), LANE, seed=3)

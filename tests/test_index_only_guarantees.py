@@ -16,7 +16,7 @@ import tarfile
 
 import pytest
 
-from custom_op._index_sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
+from custom_op._index._sidecar import FOLDER_SIDECAR, decode_sidecar, sidecar_of_source
 from custom_op.prepare import index_only
 from custom_op.prepare.cli import BUSY, main
 from custom_op.prepare.workspace import Workspace

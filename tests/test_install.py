@@ -134,8 +134,8 @@ def test_install_builds_then_works_anywhere_then_uninstalls_cleanly(tmp_path, ve
     assert not (tmp_path / "cache" / "custom_op").exists()
     # No build folder inside site-packages: the package's own folders only.
     assert sorted(p.name for p in package.iterdir() if p.is_dir()) == [
-        "__pycache__", "_core", "_prebuilt", "_timm", "_torchvision", "binding", "csrc", "datasets",
-        "prepare", "ray"]
+        "__pycache__", "_core", "_decode", "_index", "_prebuilt", "_timm", "_torchvision", "binding",
+        "csrc", "datasets", "lane", "prepare", "ray"]
 
     removed = venv.pip("uninstall", "--yes", "custom_op", env=env, cwd=elsewhere)
     assert removed.returncode == 0, removed.stderr

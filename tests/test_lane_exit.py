@@ -1,7 +1,7 @@
 """Leaving a script in the middle of a lane_threads epoch exits cleanly.
 
-torchdata.nodes decodes ahead on daemon threads. Before the exit gate (custom_op/datasets/
-_exit_gate.py) the interpreter's exit found them inside torch and the process aborted
+torchdata.nodes decodes ahead on daemon threads. Before the exit gate
+(custom_op/lane/_exit_gate.py) the interpreter's exit found them inside torch and the process aborted
 ("terminate called without an active exception", status 134) on every run of this script:
 after a training job's work was done, its exit status said it failed."""
 
@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent("""
     from torch.utils.data import BatchSampler, RandomSampler
     from torchvision.transforms import v2
     from custom_op import JpegFolder
-    from custom_op.datasets import BatchLane, lane_threads
+    from custom_op.lane import BatchLane, lane_threads
 
     step_to_leave, threads, prefetch = map(int, sys.argv[2:5])
     folder = JpegFolder(sys.argv[1])

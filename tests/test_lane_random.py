@@ -27,8 +27,8 @@ from torchvision import tv_tensors
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op.datasets import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
-from custom_op.datasets._lane_random import flip_draw, numpy_seed, resized_crop_window
+from custom_op.lane import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
+from custom_op.lane._random_streams import flip_draw, numpy_seed, resized_crop_window
 from synthetic import write_jpeg_folder
 
 SIZE, BATCH = 40, 4

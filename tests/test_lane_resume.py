@@ -17,7 +17,7 @@ from torch.utils.data import BatchSampler, DistributedSampler, RandomSampler, Se
 from torchvision.transforms import v2
 
 import custom_op
-from custom_op.datasets import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
+from custom_op.lane import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
 from synthetic import write_jpeg_folder
 
 SIZE, BATCH, SEED = 40, 4, 9
@@ -36,7 +36,7 @@ SETUP = textwrap.dedent("""
     import torch
     from torchvision.transforms import v2
     import custom_op
-    from custom_op.datasets import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
+    from custom_op.lane import BatchLane, LaneBatchSampler, lane_dataloader, lane_threads
 
     def make(kind, root):
         tail = [v2.ColorJitter(0.5, 0.5)]

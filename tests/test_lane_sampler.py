@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from custom_op.datasets import LaneBatchSampler
+from custom_op.lane import LaneBatchSampler
 
 
 def test_the_order_is_a_function_of_seed_and_epoch() -> None:

@@ -12,9 +12,9 @@ from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
 import custom_op
-import custom_op.datasets._batch_lane as lane_module
-from custom_op.datasets import BatchLane
-from custom_op.datasets._lane_loaders import LaneBatches
+import custom_op.lane._batch_lane as lane_module
+from custom_op.lane import BatchLane
+from custom_op.lane._loaders import LaneBatches
 from synthetic import write_jpeg_folder
 
 SIZE = 32

@@ -22,7 +22,8 @@ from torch.utils.data import default_collate
 from torchvision.transforms import v2
 
 from custom_op import EncodedJpeg, JpegFolder
-from custom_op.datasets import BatchLane, HfImageTransform, HfRows
+from custom_op.datasets import HfImageTransform
+from custom_op.lane import BatchLane, HfRows
 from synthetic import make_photo, make_smooth_noise
 from test_orientation import encode, exif_segment, with_exif
 

@@ -12,7 +12,7 @@ from PIL import Image
 
 import custom_op
 from custom_op._core import _native
-from custom_op._torchvision._decode_options import DecodeOptions
+from custom_op._decode._options import DecodeOptions
 from custom_op.datasets._loading import load_sample, load_samples, read_file
 from synthetic import make_photo
 from test_orientation import exif_segment, with_exif

@@ -22,7 +22,8 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 import custom_op
-from custom_op import EncodedJpeg, _orientation
+from custom_op import EncodedJpeg
+from custom_op._decode import _orientation
 from custom_op.datasets import HfImageTransform, hf_image
 from synthetic import make_photo
 from _closeness import psnr
@@ -146,7 +147,7 @@ def test_only_the_stored_window_is_decoded(files, orientation: int, monkeypatch)
         calls.append((y, x, h, w))
         return native(data, y, x, h, w, *args, **kwargs)
 
-    monkeypatch.setattr(custom_op._decode._C, "decode_and_crop_jpeg", recording)
+    monkeypatch.setattr(custom_op._decode._single._C, "decode_and_crop_jpeg", recording)
     custom_op.decode_and_crop_jpeg(files[orientation], 2, 3, 10, 20, apply_exif_orientation=True)
     transposed = orientation >= 5
     assert len(calls) == 1 and calls[0][2:] == ((20, 10) if transposed else (10, 20))

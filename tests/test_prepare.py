@@ -21,7 +21,7 @@ from PIL import Image
 
 import custom_op
 from custom_op import _C
-from custom_op._restart_markers import prepare_jpeg_with_info
+from custom_op._decode._prepared import prepare_jpeg_with_info
 from custom_op.prepare import layout
 from synthetic import make_photo
 from jpegenc import encode

@@ -28,7 +28,7 @@ import custom_op
 from custom_op.prepare import atomic
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare.progress import Progress
-from custom_op._restart_markers import PreparedJpeg
+from custom_op._decode._prepared import PreparedJpeg
 from custom_op.prepare import EMPTY_FILE, NOT_A_JPEG, PRIVATE_FOLDER, main, prepare_tree
 from synthetic import make_photo, make_smooth_noise
 from _interrupt import interrupt_prepare

@@ -23,7 +23,7 @@ import tarfile
 import pytest
 
 import custom_op
-from custom_op._restart_markers import PreparedJpeg
+from custom_op._decode._prepared import PreparedJpeg
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import main
 from custom_op.prepare.items import VERIFY_FAILED
@@ -95,7 +95,7 @@ def test_verify_fails_a_copy_that_drops_bytes(monkeypatch: pytest.MonkeyPatch,
 #: and the import of torch alone peaks higher than the steady state the work adds to.
 _MEASURE = """
 import sys
-from custom_op._restart_markers import PreparedJpeg
+from custom_op._decode._prepared import PreparedJpeg
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import main
 from custom_op.prepare.items import VERIFY_FAILED

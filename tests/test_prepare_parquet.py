@@ -28,7 +28,7 @@ import torch
 from PIL import Image
 
 import custom_op
-from custom_op._restart_markers import PreparedJpeg
+from custom_op._decode._prepared import PreparedJpeg
 from custom_op.prepare import NOT_A_JPEG, PRIVATE_FOLDER, Summary, main, prepare_tree
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import parquet as parquet_module

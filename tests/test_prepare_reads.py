@@ -3,7 +3,7 @@
 prepare lists SRC, then reads each file: one replaced by a FIFO in between
 made the run wait for a writer for ever. ``hf_image`` read a row's ``path``
 with an unbounded ``read()``: ``/dev/zero`` exhausted memory, a FIFO hung.
-Both now go through custom_op/_regular_files.py. Each test runs its reads
+Both now go through custom_op/_core/_regular_files.py. Each test runs its reads
 in a thread with a generous hang guard; a hung read is released by opening
 the FIFO's other end, so a failure never hangs the suite.
 """
@@ -23,7 +23,7 @@ import pytest
 
 import custom_op
 from custom_op._torchvision._encoded_jpeg import DecodeOptions
-from custom_op._regular_files import NotRegularFile, read_regular
+from custom_op._core._regular_files import NotRegularFile, read_regular
 from custom_op.datasets import hf_image
 from custom_op.prepare import prepare_tree
 from custom_op.prepare import walk

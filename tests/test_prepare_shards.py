@@ -26,7 +26,7 @@ import custom_op
 from custom_op.prepare import PRIVATE_FOLDER, NOT_A_JPEG, main, prepare_tree
 from custom_op.prepare import files as prepare_files
 from custom_op.prepare import shards as prepare_shards
-from custom_op._restart_markers import PreparedJpeg
+from custom_op._decode._prepared import PreparedJpeg
 from _interrupt import interrupt_prepare
 from _sparse_tars import (SPARSE_FORMATS, SPARSE_NAME, stored_member, write_sparse_file,
                           write_sparse_shard)

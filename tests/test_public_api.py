@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import traceback
 
 import pytest
@@ -26,7 +28,7 @@ KINDS = {"decode_and_crop_jpeg": "function", "decode_and_crop_jpeg_batch": "func
          "configure_index_cache": "function", "index_cache_stats": "function",
          "JpegDecodeError": "class", "EncodedJpeg": "class", "DecodeOptions": "class",
          "JpegFolder": "class", "CocoJpegDetection": "class", "transforms": "module",
-         "datasets": "module"}
+         "datasets": "module", "lane": "module"}
 
 
 def test_every_listed_name_has_a_kind():
@@ -77,3 +79,25 @@ def test_the_ray_package_lists_its_step_defined_inside_it():
         assert (inspect.isclass(value) or inspect.isfunction(value)) and value.__name__ == name
         assert value.__module__.startswith("custom_op.ray."), value.__module__
         assert all(part in value.__doc__ for part in ("Args:", "Raises:", "Example:")), name
+
+
+_MOVED_TO_LANE = ["BatchLane", "EpochShuffle", "HfRows", "LaneBatchSampler", "ShardLoader", "ShardSet",
+                  "lane_dataloader", "lane_threads", "shard_loader"]
+
+
+@pytest.mark.parametrize("name", _MOVED_TO_LANE)
+def test_a_lane_name_under_datasets_warns_and_is_the_lanes_own(name):
+    import custom_op.datasets
+    import custom_op.lane
+
+    with pytest.warns(DeprecationWarning, match=rf"custom_op\.datasets\.{name} .*custom_op\.lane\.{name}"):
+        moved = getattr(custom_op.datasets, name)
+    assert moved is getattr(custom_op.lane, name)
+    assert name not in custom_op.datasets.__all__ and name in custom_op.lane.__all__
+
+
+def test_importing_the_sources_imports_neither_the_lane_nor_ray():
+    code = ("import sys, custom_op.datasets; "
+            "print(sorted(m for m in sys.modules if m.startswith(('custom_op.lane', 'custom_op.ray', 'ray'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -27,7 +27,7 @@ from torchvision.transforms import v2
 
 import custom_op
 import custom_op.datasets
-from custom_op.datasets import BatchLane
+from custom_op.lane import BatchLane
 from custom_op.ray import JpegDecoder, decode_batches, decode_epochs
 from synthetic import photo_jpeg, write_jpeg_folder
 from _ray_processes import two_node_cluster

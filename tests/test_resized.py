@@ -17,7 +17,7 @@ import torch
 from torchvision.transforms.v2 import functional as F
 
 import custom_op
-from custom_op._decode import choose_scale
+from custom_op._decode._single import choose_scale
 from synthetic import make_photo
 from jpegenc import encode
 from _closeness import psnr, shifted_by_one_pixel

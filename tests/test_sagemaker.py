@@ -255,7 +255,7 @@ def dry_run_config(tmp_path: Path, *arguments: str) -> dict:
 def test_dry_run_stages_custom_op_sources(tmp_path):
     config = dry_run_config(tmp_path, "--from-source")
     files = config["source_dir_files"]
-    for name in ("train.py", "requirements.txt", "custom_op/__init__.py", "custom_op/setup.py",
+    for name in ("train.py", "requirements.txt", "custom_op/__init__.py", "custom_op/_core/_build_script.py",
                  "custom_op/decode_and_crop_jpeg.cpp", "custom_op/csrc/jpeg_decoder.h"):
         assert name in files, files
     assert not [f for f in files if "_build/" in f or "_prebuilt/" in f or "__pycache__" in f

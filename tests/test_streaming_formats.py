@@ -22,7 +22,8 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from custom_op import EncodedJpeg, JpegDecodeError
-from custom_op.datasets import BatchLane, LitJpegs, MdsJpegs
+from custom_op.datasets import LitJpegs, MdsJpegs
+from custom_op.lane import BatchLane
 from custom_op.transforms import decode_remaining
 from synthetic import make_photo, make_smooth_noise
 from test_orientation import encode, exif_segment, with_exif

@@ -303,18 +303,18 @@ def test_default_train_path_reaches_dct_scaling_and_stays_close(monkeypatch) -> 
     Image.fromarray(make_photo(400, 600, seed=12)).save(buffer, format="JPEG", quality=90)
     data = buffer.getvalue()
     scales = []
-    original = custom_op._decode._C.decode_and_resized_crop_jpeg
+    original = custom_op._decode._single._C.decode_and_resized_crop_jpeg
 
     def counting(data, y, x, height, width, out_height, out_width, scale_num, antialias, *rest,
                  **options):
         # The kernel applies the rule itself (SCALE_AUTO): ask the same rule what it chose.
-        scales.append(custom_op._decode.choose_scale(height, width, (out_height, out_width),
+        scales.append(custom_op._decode._single.choose_scale(height, width, (out_height, out_width),
                                                      antialias)
-                      if scale_num == custom_op._decode.SCALE_AUTO else scale_num)
+                      if scale_num == custom_op._decode._single.SCALE_AUTO else scale_num)
         return original(data, y, x, height, width, out_height, out_width, scale_num, antialias,
                         *rest, **options)
 
-    monkeypatch.setattr(custom_op._decode._C, "decode_and_resized_crop_jpeg", counting)
+    monkeypatch.setattr(custom_op._decode._single._C, "decode_and_resized_crop_jpeg", counting)
     transform = timm_data.create_transform(SIZE, **TIMM_RECIPES["train-uint8"])
     for seed in range(6):
         expected, expected_states = _reference(transform, io.BytesIO(data), seed)

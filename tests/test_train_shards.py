@@ -1,5 +1,5 @@
 """sagemaker/train.py --data-format webdataset: tar shards split by rank and by worker
-(custom_op.datasets.shard_loader, ShardSet, and the batch lane's collate_samples).
+(custom_op.lane.shard_loader, ShardSet, and the batch lane's collate_samples).
 
 Shards come from make_dataset.py --shards; the two-rank run uses torchrun
 (gloo) like the folder job, with the extension already built. The decoding
@@ -75,7 +75,7 @@ def _sample(data: bytes, shard: str = "/data/train-000003.tar", key: str = "0000
 
 
 def _lane(transform):
-    from custom_op.datasets import BatchLane
+    from custom_op.lane import BatchLane
 
     return BatchLane(None, transform)
 
@@ -106,7 +106,7 @@ def test_bad_member_is_named_with_its_shard() -> None:
 
 
 def test_shard_set_counts_and_refuses_too_few_shards(tmp_path: Path) -> None:
-    from custom_op.datasets import BatchLane, ShardSet, shard_loader
+    from custom_op.lane import BatchLane, ShardSet, shard_loader
     from torchvision.transforms import v2
 
     make_shards(tmp_path, 12, 4)

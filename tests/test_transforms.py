@@ -26,7 +26,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as v2_functional
 
 import custom_op
-from custom_op._decode import choose_scale
+from custom_op._decode._single import choose_scale
 from synthetic import make_smooth_noise
 from custom_op.transforms import (CenterCropJPEG, DecodeJPEG, NormalizeBatch, RandomCropJPEG,
                                   RandomResizedCropJPEG, ResizeJPEG)
@@ -312,7 +312,7 @@ def test_random_resized_crop_passes_window_and_options_on(corpus_by_id, monkeypa
     seed_cpu(3)
     transform(data)
     window = (params["top"], params["left"], params["height"], params["width"])
-    # index: None, as no dataset named this file for the index cache (custom_op/_index_cache.py).
+    # index: None, as no dataset named this file for the index cache (custom_op/_index/_cache.py).
     # contiguous: the layout torchvision's pipeline has, planes for a window narrower than the
     # image (_tv_kernels._in_decoded_pipeline_layout), asked of the kernel.
     assert calls == [((*window, (7, 9)), {"antialias": False, "index": None, "mode": "gray",

@@ -22,7 +22,7 @@ from PIL import Image, ImageOps
 from torchvision.transforms.v2 import functional as F
 
 import custom_op
-from custom_op._decode import choose_scale
+from custom_op._decode._single import choose_scale
 from jpegenc import encode
 from synthetic import make_photo
 from test_orientation import exif_segment, with_exif

@@ -113,7 +113,7 @@ def _compile(root: Path, key: str, target: Path) -> None:
     log_path = root / f"{key}.log"
     work = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
-        command = [sys.executable, str(_build_config.PACKAGE_DIR / "setup.py"), "build_ext",
+        command = [sys.executable, str(_build_config.PACKAGE_DIR / "_core" / "_build_script.py"), "build_ext",
                    "--build-lib", str(work / "lib"), "--build-temp", str(work / "obj")]
         done = _run_guarded(command)
         log_path.write_text(f"$ {' '.join(command)}\n{_build_config.compiler_identity()}\n\n"

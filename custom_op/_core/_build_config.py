@@ -1,6 +1,6 @@
 """What the native extension is built from, defined once.
 
-Every build path reads this module: ``custom_op/setup.py`` (the just-in-time
+Every build path reads this module: ``custom_op/_core/_build_script.py`` (the just-in-time
 build in ``custom_op/_core/_build.py`` runs it), the repository's ``setup.py``
 (``pip install``) and ``python -m custom_op.build``, so the sources, flags,
 library discovery and build key cannot drift apart. It imports neither torch
@@ -50,7 +50,7 @@ HEADERS = ("csrc/scale_rule.h", "csrc/jpeg_errors.h", "csrc/limits.h", "csrc/pix
            "binding/thread_pool.h", "binding/aten_calls.h", "binding/window_decode.h",
            "binding/batch.h", "binding/index_kernels.h")
 #: Python files whose content decides how the extension is built.
-BUILD_FILES = ("setup.py", "_core/_build_config.py")
+BUILD_FILES = ("_core/_build_script.py", "_core/_build_config.py")
 
 LIBRARIES = ("jpeg",)
 #: These come after Python's own CFLAGS and override them. -g0 drops the debug
@@ -283,7 +283,7 @@ def extension_arguments(key: str, source_prefix: str = "") -> dict:
     Args:
         key: the build key, compiled into the module as its ``build_key``.
         source_prefix: the package folder relative to the calling setup script
-            ("" for custom_op/setup.py, "custom_op/" for the repository's).
+            ("" for custom_op/_core/_build_script.py, "custom_op/" for the repository's).
 
     Returns:
         sources, include and library folders, libraries, flags and the key macro.

@@ -1,6 +1,6 @@
 """What a build of the native extension lacks, and how to install it.
 
-Both setup scripts (custom_op/setup.py, which the just-in-time build runs, and
+Both setup scripts (custom_op/_core/_build_script.py, which the just-in-time build runs, and
 the repository's setup.py, which ``pip install`` runs) call
 :func:`missing_requirements` before compiling, and the just-in-time build
 reads a failed compile's output with :func:`hint_for`, so a user reads the

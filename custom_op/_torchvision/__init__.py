@@ -1,4 +1,4 @@
-"""The torchvision v2 integration: EncodedJpeg (_encoded_jpeg, its options in _decode_options),
+"""The torchvision v2 integration: EncodedJpeg (_encoded_jpeg, its options in custom_op/_decode/_options.py),
 what each v2 functional does to it (_tv_kernels), the resize it records and computes in one
 decode (_fused_resize) and torchvision's size arithmetic (_tv_geometry).
 
@@ -12,7 +12,7 @@ from .._core._extras import require
 
 require("torchvision", "custom_op.EncodedJpeg (and custom_op.transforms, custom_op.datasets)")
 
-from ._decode_options import DecodeOptions  # noqa: E402 (after the check that names the extra)
+from .._decode._options import DecodeOptions  # noqa: E402 (after the check that names the extra)
 from ._encoded_jpeg import EncodedJpeg
 from . import _tv_kernels
 

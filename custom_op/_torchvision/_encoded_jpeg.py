@@ -23,12 +23,12 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 import torch
 from torchvision import tv_tensors
 
-from .. import _orientation
-from .._arguments import JpegData, _as_encoded
+from .._decode import _orientation
+from .._decode._arguments import JpegData, _as_encoded
 from .._core import _native
-from .._decode import decode_and_crop_jpeg
-from .._index_cache import IndexKey, index_for
-from ._decode_options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
+from .._decode._single import decode_and_crop_jpeg
+from .._index._cache import IndexKey, index_for
+from .._decode._options import _DEFAULT_OPTIONS, DecodeOptions  # noqa: F401 (re-exported)
 from .._core._errors import JpegDecodeError
 from ._fused_resize import PendingResize, resized_rect, resized_whole
 
@@ -483,7 +483,7 @@ class EncodedJpeg(tv_tensors.Image):
         return tv_tensors.Image(pixels)
 
     def window_index(self, crop_height: int) -> Optional[bytes]:
-        """The MCU-row index for a window of ``crop_height`` file rows (_index_cache.py), or None."""
+        """The MCU-row index for a window of ``crop_height`` file rows (custom_op/_index/_cache.py), or None."""
         return index_for(self.index_key, self.encoded_bytes(), crop_height, self.file_size[0])
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]

@@ -35,8 +35,8 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as F
 
 from .._core import _native as _C
-from .._decode import choose_scale, decode_and_resized_crop_jpeg
-from .._index import as_index
+from .._decode._single import choose_scale, decode_and_resized_crop_jpeg
+from .._index._jpeg_index import as_index
 
 if TYPE_CHECKING:
     from ._encoded_jpeg import EncodedJpeg

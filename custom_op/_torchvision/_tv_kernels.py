@@ -42,7 +42,7 @@ from torchvision.transforms.v2.functional import register_kernel
 # each functional with an Image kernel a decode-first kernel (docs/design.md says why).
 from torchvision.transforms.v2.functional._utils import _KERNEL_REGISTRY
 
-from .._decode import decode_and_resized_crop_jpeg
+from .._decode._single import decode_and_resized_crop_jpeg
 from ._fused_resize import PendingResize, native_size, resized_window
 from ._tv_geometry import (center_crop_anchor, center_crop_size, interpolation_mode,
                            resized_output_size)

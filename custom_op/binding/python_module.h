@@ -4,7 +4,7 @@
 // what is Python-specific and needs no tensor: the build key the loader
 // checks, the libjpeg-turbo version for bug reports, the crop-width probe's
 // answer, the core's memory limit and the DCT scale rule
-// (csrc/scale_rule.h), which custom_op._decode.choose_scale asks rather than
+// (csrc/scale_rule.h), which custom_op._decode._single.choose_scale asks rather than
 // restating it. Every decode is a torch operator (STABLE_TORCH_LIBRARY in
 // decode_and_crop_jpeg.cpp); loading this module is what registers them.
 // Included only by decode_and_crop_jpeg.cpp, the extension's one

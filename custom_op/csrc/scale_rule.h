@@ -1,6 +1,6 @@
 // Which DCT scale a resized decode runs at: the one rule, for every path.
 // The resized operator applies it when asked for kScaleAuto; Python's
-// custom_op._decode.choose_scale asks this header (through the native
+// custom_op._decode._single.choose_scale asks this header (through the native
 // module) rather than restating it, so the two cannot drift apart.
 #pragma once
 

@@ -17,7 +17,8 @@ from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._torchvision._fused_head import fused_transform
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
-from ._huggingface import encoded_lane_sample, hf_image
+from ._stored_images import stored_image
+from ._stored_images import stored_lane_sample
 from ._lane_sample import LaneSample
 
 
@@ -57,9 +58,9 @@ class EncodedRecords(Dataset):
         return index % len(self)
 
     def image(self, index: int) -> tuple[Union[EncodedJpeg, tv_tensors.Image], Any, str]:
-        """Record ``index``'s image as the transforms take it (hf_image), label and name."""
+        """Record ``index``'s image as the transforms take it (stored_image), label and name."""
         value, label, name = self.record(self._checked_index(int(index)))
-        return hf_image(value, self.options, source=name), label, name
+        return stored_image(value, self.options, source=name), label, name
 
     def __getitem__(self, index: int) -> tuple[Any, Any]:
         image, label, _ = self.image(index)
@@ -73,5 +74,5 @@ class EncodedRecords(Dataset):
         samples = []
         for index in indices:
             value, label, name = self.record(self._checked_index(int(index)))
-            samples.append(encoded_lane_sample(value, self.options, label, name, key=int(index)))
+            samples.append(stored_lane_sample(value, self.options, label, name, key=int(index)))
         return samples

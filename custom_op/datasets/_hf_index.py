@@ -6,10 +6,11 @@ import os
 from typing import Any, Optional, Sequence
 
 from .._core._errors import JpegDecodeError
-from .._decode import JPEG_SIGNATURE
-from .._index import jpeg_index
-from .._index_sidecar import SidecarError, decode_sidecar, sidecar_of_source
-from ._huggingface import HF_OPTIONS, _bytes_and_source
+from .._decode._single import JPEG_SIGNATURE
+from .._index._jpeg_index import jpeg_index
+from .._index._sidecar import SidecarError, decode_sidecar, sidecar_of_source
+from ._huggingface import HF_OPTIONS
+from ._stored_images import stored_bytes
 from ._loading import read_file
 
 __all__ = ["add_index_column"]
@@ -21,7 +22,7 @@ _ROWS_PER_STEP = 256
 def _row_index(value: Any) -> Optional[bytes]:
     """A row's image's index, or None (not a JPEG, not indexable, or no image)."""
     try:
-        raw, _ = _bytes_and_source(value, None, HF_OPTIONS.max_memory)
+        raw, _ = stored_bytes(value, None, HF_OPTIONS.max_memory)
         return jpeg_index(raw) if raw.startswith(JPEG_SIGNATURE) else None
     except (JpegDecodeError, OSError):
         return None

@@ -18,60 +18,17 @@ from typing import Any, Callable, Mapping, Optional, Union
 
 from torchvision import tv_tensors
 
-from .._decode import JPEG_SIGNATURE
-from .._index import as_index
-from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
-from .._torchvision._fused_head import fused_transform
 from .._core._errors import JpegDecodeError
-from .._regular_files import read_row_path
+from .._decode._options import DecodeOptions
+from .._torchvision._encoded_jpeg import EncodedJpeg
+from .._torchvision._fused_head import fused_transform
 from ..transforms import decode_remaining
 from ._folder import ON_ERROR_POLICIES
-from ._lane_sample import LaneSample
-from ._loading import _decode_with_pillow, _decode_with_torchvision, _how_it_starts
+from ._stored_images import StoredImage, stored_image
 
 __all__ = ["HfImageTransform", "hf_image"]
 
 _log = logging.getLogger("custom_op.datasets")
-
-#: How an image looks in a row: the Image feature's {"bytes", "path"} dict, or bare bytes.
-HfImageValue = Union[Mapping[str, Any], bytes, bytearray, memoryview]
-
-
-def _bytes_and_source(value: HfImageValue, source: Optional[str],
-                      max_memory: int) -> tuple[bytearray, str]:
-    """The encoded bytes of a row's image and the name its errors carry."""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytearray(value), source or "<image bytes>"
-    if value is None:  # bad data like a damaged file, so that on_error="substitute" covers it
-        raise JpegDecodeError(f"{source or '<image>'}: the row has no image (null)")
-    if not isinstance(value, Mapping) or not {"bytes", "path"} & set(value):
-        hint = " (a decoded image: cast the column to Image(decode=False))" if hasattr(
-            value, "getpixel") else ""
-        raise TypeError("hf_image(): expected the {'bytes', 'path'} dict of an "
-                        f"Image(decode=False) column, or bytes; got {type(value).__name__}{hint}")
-    path = value.get("path")
-    name = source or path or "<image bytes>"
-    data = value.get("bytes")
-    if data is None:
-        # A dataset built from local files, not yet embedded (to_parquet keeps only the path).
-        if not path:
-            raise JpegDecodeError(f"{name}: the row's image has neither bytes nor a path")
-        data = read_row_path(path, max_memory, name)  # never a FIFO or /dev/zero
-    # One copy either way (EncodedJpeg copies read-only bytes); a bytearray is then shared.
-    return bytearray(data), name
-
-
-def _decode_other_format(raw: bytearray, source: str, mode: str) -> tv_tensors.Image:
-    """A PNG (or any non-JPEG) decoded by torchvision, by Pillow for the formats it lacks."""
-    image = _decode_with_torchvision(raw, mode) if raw else None
-    if image is None:
-        try:
-            image = _decode_with_pillow(raw, source, mode)
-        except ModuleNotFoundError:  # no Pillow: say what torchvision said instead
-            raise JpegDecodeError(f"{source}: not a JPEG ({_how_it_starts(raw)}), and "
-                                  "torchvision cannot decode it") from None
-    return tv_tensors.Image(image)
-
 
 def hf_decode_options(function: str, **decode_options: Any) -> DecodeOptions:
     """The decode options of every Hugging Face source (hf_image, HfImageTransform, the lane's
@@ -85,7 +42,7 @@ def hf_decode_options(function: str, **decode_options: Any) -> DecodeOptions:
 HF_OPTIONS = hf_decode_options("hf_image")
 
 
-def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
+def hf_image(value: StoredImage, options: DecodeOptions = HF_OPTIONS, *,
              source: Optional[str] = None,
              index: Any = None) -> Union[EncodedJpeg, tv_tensors.Image]:
     """Turns one row's image of an ``Image(decode=False)`` column into what v2 transforms crop.
@@ -134,22 +91,7 @@ def hf_image(value: HfImageValue, options: DecodeOptions = HF_OPTIONS, *,
         >>> v2.RandomResizedCrop(224)(image).shape    # only the window was decoded
         torch.Size([3, 224, 224])
     """
-    # Checked as the decoders check their index=, before anything is read, so that what
-    # they take is taken here and nothing else is turned into bytes.
-    checked = _checked_index(index)
-    raw, name = _bytes_and_source(value, source, options.max_memory)
-    if raw.startswith(JPEG_SIGNATURE):
-        image = EncodedJpeg.with_options(raw, options, source=name)
-        image.index_key = checked
-        return image
-    return _decode_other_format(raw, name, options.mode)
-
-
-def _checked_index(index: Any) -> Optional[bytes]:
-    """hf_image's ``index``, refused unless the decoders take it (custom_op._index.as_index),
-    as the bytes the index cache holds (None for no index)."""
-    tensor = as_index("hf_image", index)
-    return None if tensor is None else tensor.numpy().tobytes()
+    return stored_image(value, options, source=source, index=index, function="hf_image")
 
 
 class HfImageTransform:
@@ -223,7 +165,7 @@ class HfImageTransform:
         return (f"HfImageTransform({self.transform!r}, column={self.column!r}, "
                 f"on_error={self.on_error!r})")
 
-    def image(self, value: HfImageValue, index: Optional[bytes] = None) -> Any:
+    def image(self, value: StoredImage, index: Optional[bytes] = None) -> Any:
         """One row's image through hf_image and the transform, decoded if still encoded."""
         image = hf_image(value, self.options, index=index)
         if self.transform is not None:
@@ -270,14 +212,3 @@ class HfImageTransform:
                          "replacements so far in process %d): %s", index, replacement,
                          self.substitutions, os.getpid(), error)
         return batch
-
-
-def encoded_lane_sample(value: Any, options: DecodeOptions, label: Any, name: str,
-                        key: Any, index: Optional[bytes] = None) -> LaneSample:
-    """A stored image (bytes, or a ``{"bytes", "path"}`` row) as the lane's sample: hf_image's
-    EncodedJpeg (with its MCU-row ``index``, if given) or decoded image, or, when its header
-    cannot be read, a sample carrying the error for the lane's ``on_error``."""
-    try:
-        return LaneSample(hf_image(value, options, source=name, index=index), label, name, key=key)
-    except JpegDecodeError as error:
-        return LaneSample(None, label, name, error, key=key)

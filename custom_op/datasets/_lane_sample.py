@@ -1,6 +1,6 @@
-"""LaneSample, what a lane source hands the batch lane: defined below both, so that
-_lane_sources (which makes them) and _batch_lane (which decodes them) import it downwards and
-never each other in a circle."""
+"""LaneSample, what a source hands the batch lane: defined with the sources, below the lane, so
+that the sources (which make them) and custom_op/lane/ (which decodes them) import it downwards
+and never each other in a circle."""
 
 from __future__ import annotations
 

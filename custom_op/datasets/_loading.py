@@ -23,9 +23,9 @@ import torch
 from torchvision import tv_tensors
 
 from .._core import _native
-from .._decode import JPEG_SIGNATURE
-from .._index_cache import IndexKey
-from .._index_sidecar import sidecar_of_folder
+from .._decode._single import JPEG_SIGNATURE
+from .._index._cache import IndexKey
+from .._index._sidecar import sidecar_of_folder
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
 

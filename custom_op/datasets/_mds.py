@@ -18,7 +18,7 @@ import os
 from typing import Any, Callable, Optional
 
 from .._core._extras import require
-from .._torchvision._decode_options import DecodeOptions
+from .._decode._options import DecodeOptions
 from ._encoded_records import EncodedRecords
 
 __all__ = ["MdsJpegs"]

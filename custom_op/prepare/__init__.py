@@ -51,7 +51,7 @@ where DST keeps no extended attributes),
 times), ``atomic`` (temporary files, durable renames, resuming), ``progress``
 (the bar), ``summary`` (counts and report), ``items`` (the Task and Outcome
 passed between them). The one-file functions
-themselves are in custom_op/_restart_markers.py.
+themselves are in custom_op/_decode/_prepared.py.
 """
 
 from .._core._extras import require

@@ -32,7 +32,7 @@ import shutil
 import socket
 from typing import Callable, Sequence
 
-from .._regular_files import open_regular
+from .._core._regular_files import open_regular
 from .items import Outcome, Task, findings_of
 
 #: DST's private folder, holding the lock and the temporary files (see workspace.py).

@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Optional, Sequence
 
-from .._decode import DEFAULT_MAX_MEMORY
+from .._decode._single import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
 from .index_only import IndexSummary, index_tree
 from .tree import ENGINES, prepare_tree

@@ -15,10 +15,10 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .._decode import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE, decode_and_crop_jpeg, jpeg_size
+from .._decode._single import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE, decode_and_crop_jpeg, jpeg_size
 from .._core._errors import JpegDecodeError
-from .._regular_files import open_regular, read_at_most, read_head
-from .._restart_markers import prepare_jpeg_with_info, seekable
+from .._core._regular_files import open_regular, read_at_most, read_head
+from .._decode._prepared import prepare_jpeg_with_info, seekable
 from . import atomic, layout
 from .items import (COPIED, EMPTY_FILE, ERROR, NOT_A_JPEG, PREPARED, VERIFY_FAILED, Outcome,
                     Task, describe)

@@ -1,5 +1,5 @@
 """``python -m custom_op.prepare --index-only SRC``: the MCU-row indexes of a tree's JPEGs
-written as sidecars beside them (custom_op/_index_sidecar.py), the JPEGs untouched.
+written as sidecars beside them (custom_op/_index/_sidecar.py), the JPEGs untouched.
 
 One sidecar per folder holding JPEGs (a hidden file inside it), per tar shard and per
 parquet file (``<name>.cjmi`` beside it). What holds:
@@ -37,13 +37,13 @@ import tarfile
 import threading
 from typing import BinaryIO, Callable, Iterator, Optional
 
-from .._decode import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE
-from .._index import jpeg_index
-from .._index_sidecar import (FOLDER_SIDECAR, SIDECAR_SUFFIX, SidecarEntry, SidecarError,
+from .._decode._single import DEFAULT_MAX_MEMORY, JPEG_SIGNATURE
+from .._index._jpeg_index import jpeg_index
+from .._index._sidecar import (FOLDER_SIDECAR, SIDECAR_SUFFIX, SidecarEntry, SidecarError,
                               decode_sidecar, encode_sidecar, name_fits, read_sidecar,
                               sidecar_of_folder, sidecar_of_source)
 from .._core._errors import JpegDecodeError
-from .._regular_files import open_regular, read_at_most, read_head
+from .._core._regular_files import open_regular, read_at_most, read_head
 from .atomic import PRIVATE_FOLDER
 from .items import describe
 from .summary import printable_name

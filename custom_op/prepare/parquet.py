@@ -48,8 +48,8 @@ try:  # a dependency of datasets, not of custom_op: only parquet datasets need i
 except ModuleNotFoundError:  # every parquet file is then copied unchanged (NO_PYARROW)
     pa = pq = None
 
-from .._decode import DEFAULT_MAX_MEMORY
-from .._regular_files import open_regular
+from .._decode._single import DEFAULT_MAX_MEMORY
+from .._core._regular_files import open_regular
 from . import atomic, pool
 from .files import is_jpeg, rewrite_jpeg
 from .items import (COPIED, EMPTY_FILE, NO_IMAGE_BYTES, NO_IMAGE_COLUMN, NOT_A_JPEG, SHARD_WRITTEN,

@@ -30,8 +30,8 @@ import posixpath
 import tarfile
 from typing import BinaryIO, Optional
 
-from .._decode import DEFAULT_MAX_MEMORY
-from .._regular_files import open_regular
+from .._decode._single import DEFAULT_MAX_MEMORY
+from .._core._regular_files import open_regular
 from . import atomic
 from .files import (SIGNATURE_LENGTH, is_jpeg, largest_preparable,
                     rewrite_jpeg, too_large)

@@ -15,8 +15,8 @@ import os
 import time
 from typing import Optional
 
-from .._arguments import _as_limit
-from .._decode import DEFAULT_MAX_MEMORY
+from .._decode._arguments import _as_limit
+from .._decode._single import DEFAULT_MAX_MEMORY
 from . import atomic, folders, pool, walk
 from .files import handle_file
 from .items import COPIED, PREPARED, SHARD_WRITTEN, VERIFY_FAILED, Outcome, Task, findings_of

@@ -7,12 +7,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .._index_cache import IndexKey
-from .._index_sidecar import sidecar_of_folder
-from .._torchvision._decode_options import DecodeOptions
+from .._index._cache import IndexKey
+from .._index._sidecar import sidecar_of_folder
+from .._decode._options import DecodeOptions
 from .._torchvision._encoded_jpeg import EncodedJpeg
-from ..datasets._batch_lane import BatchLane
-from ..datasets._huggingface import encoded_lane_sample
+from ..lane._batch_lane import BatchLane
+from ..datasets._stored_images import stored_lane_sample
 from ..datasets._lane_sample import LaneSample
 from ._executions import epoch_of_execution
 
@@ -22,7 +22,7 @@ __all__ = ["JpegDecoder"]
 class JpegDecoder:
     """Decodes a Ray Data batch of encoded JPEGs with the batch lane: the class for ``map_batches``.
 
-    Each actor holds one :class:`custom_op.datasets.BatchLane`; each batch is
+    Each actor holds one :class:`custom_op.lane.BatchLane`; each batch is
     decoded by one native call, every sample's window and flip drawn from its
     own random stream of (seed, epoch, key), so the same three give the same
     pixels in any number of actors, on any node, in any order of blocks.
@@ -162,7 +162,7 @@ class JpegDecoder:
 
     def _sample(self, value: Any, key: str, label: Any, index: Any) -> LaneSample:
         encoded = value if isinstance(value, Mapping) else bytes(value)
-        sample = encoded_lane_sample(encoded, self.options, label, key, key=key, index=index)
+        sample = stored_lane_sample(encoded, self.options, label, key, key=key, index=index)
         if (index is None and isinstance(sample.image, EncodedJpeg)
                 and not isinstance(encoded, Mapping)):
             sample.image.index_key = _file_index_key(key, len(encoded))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ._index import INDEX_OUTCOMES, index_stats
-from ._index_cache import index_cache_stats
+from ._jpeg_index import INDEX_OUTCOMES, index_stats
+from ._cache import index_cache_stats
 
 __all__ = ["IndexCounts", "index_counts"]
 

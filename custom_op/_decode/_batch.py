@@ -8,14 +8,14 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ._core import _deferred_errors
-from ._core import _native as _C
+from .._core import _deferred_errors
+from .._core import _native as _C
 from . import _orientation
 from ._arguments import (MODES, JpegData, _as_boxes, _as_encoded, _as_int, _as_limit,
                          _as_size, _check_flags, _check_out, _normalize_mode)
-from ._core._errors import JpegDecodeError
-from ._index import as_index
-from ._decode import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, SCALE_AUTO,
+from .._core._errors import JpegDecodeError
+from .._index._jpeg_index import as_index
+from ._single import (DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS, SCALE_AUTO,
                       decode_and_crop_jpeg, decode_and_resized_crop_jpeg)
 
 __all__ = ["decode_and_crop_jpeg_batch"]
@@ -218,7 +218,7 @@ def _batch_with_turned_files(encoded: list, flat: list[int], turned: list[int],
                              out: Optional[torch.Tensor], options: dict, flips: list[int],
                              indexes: list):
     """decode_and_crop_jpeg_batch with apply_exif_orientation, when some files are turned: those
-    go through the single calls (which turn them, custom_op/_orientation.py), the others through
+    go through the single calls (which turn them, custom_op/_decode/_orientation.py), the others through
     the pool, each result in its place, as ``(results, failures)``; a failure names the image's
     index in the caller's batch, as the pool does. ``out``, if given, is checked already."""
     name = "decode_and_crop_jpeg_batch"

@@ -24,7 +24,7 @@ from typing import NamedTuple, Union
 
 import torch
 
-from ._core._native import tensor_bytes
+from .._core._native import tensor_bytes
 
 #: The Exif tag that holds the orientation, and the TIFF types it may be stored as.
 _ORIENTATION_TAG = 0x0112

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ._core import _native as _C
+from .._core import _native as _C
 from ._arguments import JpegData, _as_encoded, _as_int, _as_limit
-from ._decode import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
+from ._single import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 
 
 class PreparedJpeg(NamedTuple):

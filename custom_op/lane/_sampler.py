@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from ._lane_random import derived_seed, sample_generator
+from ._random_streams import derived_seed, sample_generator
 
 __all__ = ["LaneBatchSampler"]
 

@@ -1,7 +1,7 @@
 """DecodeOptions: how an EncodedJpeg, the *JPEG transforms, ComposeJPEG and the datasets decode.
 
-Apart from custom_op/_torchvision/_encoded_jpeg.py (which re-exports it) so that the type file stays
-short; it depends on the decode functions' checks only.
+Beside the decode functions, whose keywords its fields are; it depends on their checks only
+(custom_op/_torchvision/_encoded_jpeg.py re-exports it).
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .._arguments import _as_limit, _check_flags, mode_name
-from .._decode import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
+from ._arguments import _as_limit, _check_flags, mode_name
+from ._single import DEFAULT_MAX_MEMORY, DEFAULT_MAX_PIXELS, DEFAULT_MAX_SCANS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,11 +49,12 @@ class DecodeOptions:
 
     def decode_arguments(self) -> dict[str, Any]:
         """The keyword arguments of the decode functions that these options set."""
-        return {"mode": self.mode, "strict": self.strict, "seek": self.seek,
-                "contiguous": self.contiguous, "max_pixels": self.max_pixels,
-                "max_scans": self.max_scans, "max_memory": self.max_memory,
-                "apply_exif_orientation": self.apply_exif_orientation}
+        return {name: getattr(self, name) for name in _DECODE_ARGUMENTS}
 
+
+#: The fields that are the decode functions' keywords: all but ``exact``, which decides how the
+#: transforms resize (the whole image's resize, reproduced exactly) and is no decode keyword.
+_DECODE_ARGUMENTS = tuple(field.name for field in dataclasses.fields(DecodeOptions) if field.name != "exact")
 
 #: The defaults, validated by construction; frozen, so one instance serves every file.
 _DEFAULT_OPTIONS = DecodeOptions()

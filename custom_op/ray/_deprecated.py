@@ -10,8 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable, Mapping
 
-from ..ray._decoder import JpegDecoder
-from ..ray._steps import decode_batches, decode_epochs
+from ._decoder import JpegDecoder
+from ._steps import decode_batches, decode_epochs
 
 __all__ = ["LaneDecoder", "lane_map_batches", "lane_map_epochs"]
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import torch
 
 from ._batch_lane import BatchLane
-from ._tar_samples import TarSamples
+from ..datasets._tar_samples import TarSamples
 
 __all__ = ["EpochShuffle", "ShardLoader", "ShardSet", "shard_loader"]
 

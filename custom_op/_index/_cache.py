@@ -32,9 +32,9 @@ import os
 import threading
 from typing import NamedTuple, Optional, Union
 
-from ._core._errors import JpegDecodeError
-from ._index import jpeg_index
-from ._index_sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar, read_sidecar
+from .._core._errors import JpegDecodeError
+from ._jpeg_index import jpeg_index
+from ._sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar, read_sidecar
 
 __all__ = ["IndexKey", "configure_index_cache", "index_cache_stats", "index_for"]
 

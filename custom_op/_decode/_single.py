@@ -6,10 +6,10 @@ from typing import Tuple, Union
 
 import torch
 
-from ._core import _native as _C
-from ._core import _deferred_errors, _ops
+from .._core import _native as _C
+from .._core import _deferred_errors, _ops
 from . import _orientation
-from ._index import as_index
+from .._index._jpeg_index import as_index
 from ._arguments import (JpegData, _as_encoded, _as_limit, _as_size, _as_window, _check_flags,
                          _normalize_mode)
 
@@ -210,7 +210,7 @@ def _crop(data: JpegData, crop_y: int, crop_x: int, crop_height: int, crop_width
     limits = (_as_limit(name, "max_pixels", max_pixels), _as_limit(name, "max_scans", max_scans))
     memory = _as_limit(name, "max_memory", max_memory)
     orientation = _orientation.exif_orientation(encoded) if apply_exif_orientation else 1
-    if orientation != 1:  # the stored window, decoded as HWC and turned (custom_op/_orientation.py)
+    if orientation != 1:  # the stored window, decoded as HWC and turned (custom_op/_decode/_orientation.py)
         y, x, height, width = _orientation.checked_stored_window(
             name, orientation, _C.jpeg_size(encoded, limits[0])[:2], y, x, height, width)
     planes = contiguous and orientation == 1

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .._index_cache import IndexKey
-from .._index_sidecar import sidecar_of_source
+from .._index._cache import IndexKey
+from .._index._sidecar import sidecar_of_source
 from .._torchvision._encoded_jpeg import DecodeOptions, EncodedJpeg
 from .._core._errors import JpegDecodeError
-from ._lane_sample import LaneSample
-from ._folder import ON_ERROR_POLICIES, JpegFolder
-from ._huggingface import encoded_lane_sample, hf_decode_options
-from ._loading import load_samples
+from ..datasets._lane_sample import LaneSample
+from ..datasets._folder import ON_ERROR_POLICIES, JpegFolder
+from ..datasets._huggingface import hf_decode_options
+from ..datasets._stored_images import stored_lane_sample
+from ..datasets._loading import load_samples
 
 __all__ = ["HfRows", "lane_source", "tar_lane_samples"]
 
@@ -100,7 +101,7 @@ class HfRows:
         for index, value, label, jpeg_index in zip(indices, rows[self.column],
                                                    rows[self.label_column], indexes):
             path = value.get("path") if isinstance(value, dict) else None
-            samples.append(encoded_lane_sample(value, self.options, label, path or f"row {index}",
+            samples.append(stored_lane_sample(value, self.options, label, path or f"row {index}",
                                                key=int(index), index=jpeg_index))
         return samples
 
@@ -133,7 +134,7 @@ def tar_lane_samples(samples: Sequence[dict], image_key: str, label_key: str,
         key = f"{url.rsplit('/', 1)[-1]}/{sample['__key__']}"
         label = int(sample[label_key]) if label_key in sample else None
         # A JPEG stays encoded; a PNG in a shard is decoded as hf_image decodes one.
-        lane_sample = encoded_lane_sample(sample[image_key], options or TAR_OPTIONS, label, name,
+        lane_sample = stored_lane_sample(sample[image_key], options or TAR_OPTIONS, label, name,
                                           key=key)
         if isinstance(lane_sample.image, EncodedJpeg):  # the shard's sidecar names it by member
             lane_sample.image.index_key = IndexKey(sidecar_of_source(str(url)),

@@ -46,17 +46,17 @@ from torchvision.transforms import InterpolationMode
 from torchvision.transforms import v2
 
 from .._timm._compose_jpeg import for_encoded_images
-from .._decode_batch import decode_and_crop_jpeg_batch
+from .._decode._batch import decode_and_crop_jpeg_batch
 from .._torchvision._encoded_jpeg import EncodedJpeg
 from .._core._errors import JpegDecodeError
 from .._torchvision._fused_head import split_head
 from .._torchvision._fused_resize import native_size
 from .._torchvision._tv_geometry import interpolation_mode
 from ..transforms import decode_remaining
-from ._lane_random import (derived_seed, draws_from_global_generators, flip_draw,
+from ._random_streams import (derived_seed, draws_from_global_generators, flip_draw,
                            process_generators_kept, resized_crop_window, sample_generator,
                            seed_process_generators)
-from ._lane_sample import LaneSample
+from ..datasets._lane_sample import LaneSample
 
 __all__ = ["BatchLane", "LaneSample"]
 
@@ -90,7 +90,7 @@ class BatchLane:
 
     Args:
         source: Where samples come from: a :class:`custom_op.JpegFolder`, a
-            :class:`custom_op.datasets.HfRows` (Hugging Face parquet), or
+            :class:`custom_op.lane.HfRows` (Hugging Face parquet), or
             ``None`` for tar shards, whose samples (webdataset's dicts) go to
             :meth:`collate_samples` instead of indices.
         transform: A torchvision v2 transform for one image, the same object
@@ -146,7 +146,7 @@ class BatchLane:
         on_error = on_error or getattr(source, "on_error", "raise")
         if on_error not in ("raise", "substitute"):
             raise ValueError(f"BatchLane: on_error must be 'raise' or 'substitute', got {on_error!r}")
-        from ._lane_sources import lane_source  # imported on first use: the sources pull in the datasets
+        from ._sources import lane_source  # imported on first use: the sources pull in the datasets
 
         self.source = lane_source(source)
         self.crop, self.flip, self.tail = split_head(transform)
@@ -285,7 +285,7 @@ class BatchLane:
         digits, as ``.cls`` files hold) the label. A sample's stream is keyed
         ``"<shard file name>/<key>"``: the same wherever the shards are read from.
         """
-        from ._lane_sources import tar_lane_samples
+        from ._sources import tar_lane_samples
 
         return self.decode(self.draw(tar_lane_samples(samples, image_key, label_key)))
 
@@ -345,7 +345,7 @@ class BatchLane:
                  for i in fused]
         arguments = {**options.decode_arguments(), "contiguous": True}
         datas = [samples[i].image.encoded_bytes() for i in fused]
-        # Each sample's index from the cache, a sidecar, or built now (custom_op/_index_cache.py).
+        # Each sample's index from the cache, a sidecar, or built now (custom_op/_index/_cache.py).
         indexes = [samples[i].image.window_index(windows[i]["height"]) for i in fused]
         whole = len(fused) == len(samples)
         decoded, errors = decode_and_crop_jpeg_batch(

@@ -1,6 +1,6 @@
 """The sidecar file of MCU-row indexes: one per folder of JPEGs, tar shard or
 parquet file, written by ``python -m custom_op.prepare --index-only SRC`` and read by the
-index cache (_index_cache.py). The JPEGs themselves are never touched.
+index cache (_cache.py). The JPEGs themselves are never touched.
 
 Format, version 2 (all integers little-endian)::
 
@@ -29,7 +29,7 @@ import struct
 import zlib
 from typing import Iterable, Optional
 
-from ._regular_files import read_regular
+from .._core._regular_files import read_regular
 
 #: A folder's sidecar: a file inside the folder, hidden, which no image listing takes.
 FOLDER_SIDECAR = ".custom_op-index.cjmi"

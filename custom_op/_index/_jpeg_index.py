@@ -16,9 +16,9 @@ from typing import Optional
 
 import torch
 
-from ._arguments import JpegData, _as_encoded
-from ._core import _native as _C
-from ._core._fakes import INDEX_OUTCOMES
+from .._decode._arguments import JpegData, _as_encoded
+from .._core import _native as _C
+from .._core._fakes import INDEX_OUTCOMES
 
 
 def jpeg_index(data: JpegData) -> Optional[bytes]:

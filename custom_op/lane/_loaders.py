@@ -31,11 +31,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .._core._extras import require
-from .._index_counts import IndexCounts, index_counts
+from .._index._counts import IndexCounts, index_counts
 from ._batch_lane import BatchLane
 from ._exit_gate import GatedIterable, gated, stop_at_exit
-from ._lane_random import derived_seed, sample_generator
-from ._lane_resume import BatchRequest, EpochCursor, Requests
+from ._random_streams import derived_seed, sample_generator
+from ._resume import BatchRequest, EpochCursor, Requests
 
 __all__ = ["LaneBatches", "LaneDataLoader", "LaneThreads", "lane_dataloader", "lane_threads"]
 
@@ -190,7 +190,7 @@ def lane_dataloader(lane: BatchLane, batch_sampler: Iterable[Sequence[int]], *,
 
 
 def _nodes() -> Any:
-    require("lane", "custom_op.datasets.lane_threads (it runs on torchdata.nodes)")
+    require("lane", "custom_op.lane.lane_threads (it runs on torchdata.nodes)")
     import torchdata.nodes as nodes
 
     return nodes

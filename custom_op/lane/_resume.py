@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
 
-from ._lane_sampler import LaneBatchSampler, checked_count
+from ._sampler import LaneBatchSampler, checked_count
 
 __all__ = ["BatchRequest", "EpochCursor", "Requests"]
 

@@ -18,7 +18,7 @@ import os
 import stat
 from typing import BinaryIO, Optional
 
-from ._core._errors import JpegDecodeError
+from ._errors import JpegDecodeError
 
 #: Flags of every open: no blocking on a FIFO, no controlling terminal from a tty, not inherited.
 _OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
