@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,23 @@ def test_the_key_says_which_libjpeg_is_linked(monkeypatch):
     assert arguments["extra_objects"] == [str(STATIC / "lib" / "libjpeg.a")]
     assert arguments["libraries"] == [] and "-Wl,--exclude-libs,ALL" in arguments["extra_link_args"]
     assert arguments["include_dirs"][1] == str(STATIC / "include")
+
+
+def test_the_same_archive_in_another_folder_is_the_same_build(monkeypatch, tmp_path):
+    """Two checkouts unpack the archive in two folders: the key (compiled into the module) must
+    not name the folder, or their wheels differ."""
+    if not (STATIC / "lib" / "libjpeg.a").exists():
+        pytest.fail("run `make libjpeg-static` first (the static_build fixture does)")
+    other = tmp_path / "elsewhere"
+    shutil.copytree(STATIC, other)
+    monkeypatch.setenv(_build_config.STATIC_JPEG_VARIABLE, str(STATIC))
+    here = _build_config.jpeg_link_identity()
+    monkeypatch.setenv(_build_config.STATIC_JPEG_VARIABLE, str(other))
+    assert _build_config.jpeg_link_identity() == here
+    assert str(STATIC) not in here
+    with open(other / "lib" / "libjpeg.a", "ab") as archive:
+        archive.write(b"\0")
+    assert _build_config.jpeg_link_identity() != here
 
 
 def test_a_static_prefix_without_the_archive_is_refused(monkeypatch, tmp_path):

@@ -237,13 +237,15 @@ def jpeg_link_identity() -> str:
     """Which libjpeg-turbo a build here links, for the build key.
 
     "system" (plus the prefixes, added by build_key), or "static <version>
-    <archive size> <folder>": a different archive is a different build.
+    <archive's sha256>": a different archive is a different build, and the same archive
+    unpacked in another folder (another checkout) is the same build, so that two checkouts
+    make the same wheel.
     """
     static = static_jpeg_prefix()
     if static is None:
         return "system"
-    archive = static / "lib" / "libjpeg.a"
-    return f"static {static_jpeg_version(static)} {archive.stat().st_size} {static}"
+    archive = (static / "lib" / "libjpeg.a").read_bytes()
+    return f"static {static_jpeg_version(static)} {hashlib.sha256(archive).hexdigest()}"
 
 
 def static_jpeg_version(prefix: Path) -> str:
