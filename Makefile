@@ -2,6 +2,9 @@
 #               torchvision), build, then a quick check: decode a file, a few seconds of a
 #               DataLoader (python -m custom_op.check)
 # make test   - the same deps, then the tests (in parallel workers: PYTEST_WORKERS=0 for one process)
+# make test-quick - the inner loop (under 2 minutes): the same deps without the wheel and the
+#               torch 2.13 venv, then pytest --quick: no slow test (builds, venvs, wheels, jobs,
+#               clusters; tests/_speeds.py says which), every module of custom_op exercised
 # make bench  - the same, then every benchmark part on generated and real photos (and
 #               DALI's CPU crop in .venv-dali, made once)
 # make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
@@ -32,7 +35,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 BENCH_ARGS ?=
 
-.PHONY: all check test bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
+.PHONY: all check test test-quick bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
 
 all: test
 
@@ -89,6 +92,10 @@ check: $(CHECK_STAMP) jpeg-headers
 # session fixture runs both targets, which do nothing when they are up to date).
 test: deps wheel wheel-test-venv
 	$(PY) -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+# No wheel and no torch 2.13 venv: the tests that install them are slow ones.
+test-quick: deps
+	$(PY) -m pytest tests --quick $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
 

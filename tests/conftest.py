@@ -39,6 +39,7 @@ from synthetic import make_checkerboard, make_photo, make_smooth_noise
 from jpegenc import encode
 import _sdk_venvs
 import _longest_first
+import _speeds
 
 Recipe = dict[str, Any]
 
@@ -253,7 +254,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
         return  # an xdist worker (its controller starts the build), or no xdist
-    if not _runs_the_sdk_tests(config) or not _sdk_venvs.missing():
+    if not _runs_the_sdk_tests(config) or _speeds.quick(config) or not _sdk_venvs.missing():
         return
     _sdk_venvs.VENVS.mkdir(exist_ok=True)
     with open(_sdk_venvs.VENVS / "sdk-venvs-build.log", "w") as log:
@@ -266,14 +267,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _sdk_build.wait()  # the tests needing it have waited for it already, under its lock
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    _speeds.add_option(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "corpus(predicate): run a corpus_case test only on files whose recipe matches")
+    config.addinivalue_line(
+        "markers", "slow: infrastructure (builds, venvs, wheels, jobs, clusters): not in make "
+                   "test-quick (tests/_speeds.py decides)")
     _longest_first.keep_the_order_in_xdist(config)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The long files first, so that the parallel workers finish together (_longest_first.py)."""
+    """The slow tests marked (before -m deselects them: _speeds.py), the long files first, so
+    that the parallel workers finish together (_longest_first.py)."""
+    _speeds.mark_slow_tests(items)
+    _speeds.keep_the_quick_ones(config, items)
     _longest_first.sort_longest_files_first(items)
 
 
