@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -174,3 +176,23 @@ def _graph_of(package: pathlib.Path) -> dict[str, set[str]]:
                                           ("custom_op", "entry points")])
 def test_layers_name_the_modules(module: str, layer: str) -> None:
     assert LAYERS[_layer_of(module)][0] == layer
+
+
+def test_no_module_runs_anything_when_imported() -> None:
+    """Importing any module prints nothing and exits nothing: a script (the build's, prepare's
+    __main__) runs only under ``if __name__ == "__main__"``."""
+    modules = sorted(_graph())
+    code = ("import contextlib, importlib, io, sys\n"
+            "for name in sys.argv[1:]:\n"
+            "    out = io.StringIO()\n"
+            "    try:\n"
+            "        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):\n"
+            "            importlib.import_module(name)\n"
+            "    except SystemExit as exit:\n"
+            "        print(name, 'exits', exit.code)\n"
+            "    if out.getvalue():\n"
+            "        print(name, 'prints', repr(out.getvalue()[:200]))\n")
+    done = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True,
+                          cwd=PACKAGE.parent, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
