@@ -6,7 +6,7 @@ FIFO (whose plain ``open`` waits for a writer for ever), a device such as
 ``/dev/zero`` (whose ``read()`` never ends), or a file far larger than the
 decoders' memory limit. ``open_regular`` opens without blocking
 (``O_NONBLOCK``, which a FIFO honours at open) and keeps the descriptor only
-when ``fstat`` says it is a regular file; ``read_at_most`` reads no more than
+when ``fstat`` says it is a regular file; ``read_bounded`` reads no more than
 a limit. Used by custom_op.prepare (every read of SRC) and by
 custom_op.datasets' ``hf_image`` (a row's path).
 """
@@ -79,21 +79,46 @@ def read_at_most(file: BinaryIO, limit: int) -> Optional[bytes]:
     return data if len(data) <= limit else None
 
 
+class FileTooLarge(ValueError):
+    """A file holds more than a read may take; ``size`` is at least how many bytes it holds."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"{size} bytes or more, larger than the limit of {limit} bytes "
+                         "(max_memory)")
+        self.size = size
+        self.limit = limit
+
+
+def read_bounded(file: BinaryIO, limit: int) -> bytes:
+    """The rest of the regular file ``file``, at most ``limit`` bytes.
+
+    A file whose size already says it is larger is refused unread; one that grows while it
+    is read is refused after ``limit`` + 1 bytes.
+
+    Raises:
+        FileTooLarge: it holds more than ``limit`` bytes.
+        OSError: it cannot be read.
+    """
+    size = os.fstat(file.fileno()).st_size
+    data = None if size > limit else read_at_most(file, limit)
+    if data is None:
+        raise FileTooLarge(max(size, limit + 1), limit)
+    return data
+
+
 def read_regular(path: str, limit: int) -> bytes:
     """All of the regular file ``path``, at most ``limit`` bytes.
 
     Raises:
         NotRegularFile: ``path`` is not a regular file.
-        ValueError: it holds more than ``limit`` bytes (its size and the limit named).
+        ValueError: it holds more than ``limit`` bytes (the path, its size and the limit named).
         OSError: it cannot be opened or read.
     """
     with open_regular(path) as file:
-        size = os.fstat(file.fileno()).st_size
-        data = None if size > limit else read_at_most(file, limit)
-    if data is None:
-        raise ValueError(f"{path}: {max(size, limit + 1)} bytes or more, larger than the "
-                         f"limit of {limit} bytes (max_memory)")
-    return data
+        try:
+            return read_bounded(file, limit)
+        except FileTooLarge as error:
+            raise ValueError(f"{path}: {error}") from None
 
 
 def read_row_path(path: str, limit: int, name: str) -> bytes:

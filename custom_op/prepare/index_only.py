@@ -43,7 +43,7 @@ from .._index._sidecar import (FOLDER_SIDECAR, SIDECAR_SUFFIX, SidecarEntry, Sid
                               decode_sidecar, encode_sidecar, name_fits, read_sidecar,
                               sidecar_of_folder, sidecar_of_source)
 from .._core._errors import JpegDecodeError
-from .._core._regular_files import open_regular, read_at_most, read_head
+from .._core._regular_files import FileTooLarge, open_regular, read_bounded, read_head
 from .atomic import PRIVATE_FOLDER
 from .items import describe
 from .summary import printable_name
@@ -117,15 +117,6 @@ def _index_of(data: bytes) -> Optional[bytes]:
 def _too_large(size: int, max_memory: int) -> ValueError:
     return ValueError(f"{size} bytes or more, larger than max_memory ({max_memory} bytes): "
                       "not read (raise --max-memory to index it)")
-
-
-def _read_bounded(file: BinaryIO, max_memory: int) -> bytes:
-    """The rest of ``file``, refused unread when it holds more than ``max_memory``."""
-    size = os.fstat(file.fileno()).st_size
-    data = None if size > max_memory else read_at_most(file, max_memory)
-    if data is None:
-        raise _too_large(max(size, max_memory + 1), max_memory)
-    return data
 
 
 # Writing a sidecar.
@@ -283,7 +274,11 @@ def _folder_jpegs(folder: str, names: list[str],
 def _read_jpeg(path: str, max_memory: int) -> tuple[bytes, os.stat_result]:
     """The bytes of the JPEG at ``path`` and its stat as read, within ``max_memory``."""
     with open_regular(path) as file:
-        return _read_bounded(file, max_memory), os.fstat(file.fileno())
+        try:
+            data = read_bounded(file, max_memory)
+        except FileTooLarge as error:
+            raise _too_large(error.size, max_memory) from None
+        return data, os.fstat(file.fileno())
 
 
 def _index_folder(folder: str, names: list[str], options: _Options,
