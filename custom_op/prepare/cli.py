@@ -6,7 +6,7 @@ import argparse
 import os
 import re
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .._decode._single import DEFAULT_MAX_MEMORY
 from .summary import EXIT_REFUSED, printable_name
@@ -138,8 +138,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.index_only or args.dst is None:
         return _index_only(parser, args)
-    try:
+
+    def prepare() -> int:
         summary = _prepare(args)
+        _print(summary.report())
+        return summary.exit_status(accept_refused=args.accept_refused)
+
+    return _exit_status(prepare, "files")
+
+
+def _exit_status(run: Callable[[], int], written: str,
+                 report_partial: Callable[[], None] = lambda: None) -> int:
+    """What ``run`` returns, or the exit status of what it raised, with the error printed:
+    2 for bad arguments, BUSY, 130 when interrupted (what was ``written`` is complete), 1 for
+    a failure. ``report_partial`` prints what was done before an interruption or a failure."""
+    try:
+        return run()
     except ValueError as error:
         _error(error)
         return 2
@@ -147,14 +161,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _error(error)
         return BUSY
     except KeyboardInterrupt:
-        print(f"\n{PROG}: interrupted; the files written are complete, run the same "
+        report_partial()
+        print(f"\n{PROG}: interrupted; the {written} written are complete, run the same "
               "command again to resume", file=sys.stderr)
         return 130
     except (OSError, RuntimeError, ImportError) as error:
+        report_partial()
         _error(error)
         return 1
-    _print(summary.report())
-    return summary.exit_status(accept_refused=args.accept_refused)
 
 
 def _unsupported_with_index_only(args: argparse.Namespace) -> Optional[str]:
@@ -187,26 +201,14 @@ def _index_only(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         _error(ValueError(refusal))
         return 2
     summary = IndexSummary()
-    try:
+
+    def index() -> int:
         index_tree(args.src, image_column=args.image_column, max_memory=args.max_memory,
                    force=args.force, fsync=args.fsync, summary=summary)
-    except ValueError as error:
-        _error(error)
-        return 2
-    except DestinationBusy as error:
-        _error(error)
-        return BUSY
-    except KeyboardInterrupt:
         _print(summary.report())
-        print(f"\n{PROG}: interrupted; the sidecars written are complete, run the same "
-              "command again to resume", file=sys.stderr)
-        return 130
-    except (OSError, RuntimeError) as error:
-        _print(summary.report())
-        _error(error)
-        return 1
-    _print(summary.report())
-    return 1 if summary.failed else 0
+        return 1 if summary.failed else 0
+
+    return _exit_status(index, "sidecars", report_partial=lambda: _print(summary.report()))
 
 
 def _error(error: BaseException) -> None:
