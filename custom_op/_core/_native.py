@@ -231,7 +231,7 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
     its number in ``indices`` (default: its position in ``datas``)."""
     tensors = [as_tensor(data) for data in datas]
     if not tensors:  # no tensor for the dispatcher to dispatch on: nothing to do
-        return ([], []) if errors == "return" else []
+        return batch_outcome([], [], errors)
     arguments = (tensors, list(boxes), list(scale_nums), out_height, out_width, mode, antialias,
                  strict, max_pixels, max_scans, num_threads, seek)
     # The operator takes an empty tensor for an image without an index (binding/batch.h).
@@ -244,12 +244,18 @@ def decode_batch(datas: Sequence[Buffer], boxes: Sequence[int], scale_nums: Sequ
                                list(hflips), index_list)
         images = list(out.unbind(0))
     failures = batch_failures(codes, messages, range(len(tensors)) if indices is None else indices)
+    return batch_outcome(images, failures, errors)
+
+
+def batch_outcome(results: list, failures: Sequence[Optional[BaseException]], errors: str):
+    """What a batch call gives once every image was decoded: with ``errors="return"``
+    ``(results, failures)``; with ``"raise"`` the results, or the first failure raised."""
     if errors == "return":
-        return images, failures
+        return results, failures
     first = next((failure for failure in failures if failure is not None), None)
     if first is not None:
         raise first
-    return images
+    return results
 
 
 def batch_failures(codes: torch.Tensor, messages: torch.Tensor,

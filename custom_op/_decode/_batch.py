@@ -161,12 +161,7 @@ def _batch(datas, boxes, size, mode, antialias, strict, num_threads, max_pixels,
             errors="return", indexes=index_tensors)
         results = _stacked(name, mode, results, out, size, out_size, channels, memory_format,
                            failures)
-    if errors == "return":
-        return results, failures
-    first = next((failure for failure in failures if failure is not None), None)
-    if first is not None:
-        raise first
-    return results
+    return _C.batch_outcome(results, failures, errors)
 
 
 def _stacked(function: str, mode: str, results: list, out: Optional[torch.Tensor],
