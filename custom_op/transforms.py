@@ -245,9 +245,7 @@ class RandomResizedCropJPEG(_DecodesJpeg, v2.RandomResizedCrop):
     Args:
         size, scale, ratio, interpolation, antialias: As
             ``torchvision.transforms.v2.RandomResizedCrop``.
-        decode_options: How encoded input is decoded, by keyword: ``mode``,
-            ``strict``, ``seek``, ``exact``, ``contiguous``, ``max_pixels``,
-            ``max_scans``, ``max_memory``; see :class:`custom_op.EncodedJpeg`.
+        decode_options: As :class:`RandomCropJPEG`.
 
     Returns, raises: as :class:`RandomCropJPEG`.
 
