@@ -68,7 +68,7 @@ Tensor jpeg_index_kernel(Tensor data) {
 }
 
 // The counts of csrc/index_stats.h, in the order of IndexOutcome
-// (custom_op/_decode/_single.py names them in that order).
+// (INDEX_OUTCOMES in custom_op/_core/_fakes.py names them in that order).
 std::vector<int64_t> index_stats_kernel() {
   std::vector<int64_t> counts;
   for (int k = 0; k < static_cast<int>(custom_op::IndexOutcome::kCount); ++k) {

@@ -1,7 +1,9 @@
 // How decodes that were handed an MCU-row index went: served from the index,
 // or sent down the ordinary path and why. Process-wide counters, read by
 // custom_op.index_stats() through the binding, so that a fallback is visible
-// rather than a silent loss of speed.
+// rather than a silent loss of speed. The binding returns them in the order
+// of IndexOutcome; their names live once, in custom_op/_core/_fakes.py
+// (INDEX_OUTCOMES), in that order.
 #pragma once
 
 #include <atomic>
@@ -18,26 +20,6 @@ enum class IndexOutcome {
   kCutDecodeFailed, // libjpeg rejected the cut-out (decoded strictly).
   kCount,
 };
-
-inline const char* index_outcome_name(IndexOutcome outcome) {
-  switch (outcome) {
-    case IndexOutcome::kIndexed:
-      return "indexed";
-    case IndexOutcome::kUnneeded:
-      return "unneeded";
-    case IndexOutcome::kNotIndexable:
-      return "not_indexable";
-    case IndexOutcome::kRefused:
-      return "refused";
-    case IndexOutcome::kCutFailed:
-      return "cut_failed";
-    case IndexOutcome::kCutDecodeFailed:
-      return "cut_decode_failed";
-    case IndexOutcome::kCount:
-      break;
-  }
-  return "?";
-}
 
 inline std::atomic<int64_t>* index_counters() {
   static std::atomic<int64_t> counters[static_cast<int>(IndexOutcome::kCount)] = {};
