@@ -19,7 +19,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -90,15 +89,9 @@ class JpegDecoder {
       : data_(data), size_(size), options_(options) {
     std::memset(&cinfo_, 0, sizeof(cinfo_));
     detail::install_error_manager(reinterpret_cast<j_common_ptr>(&cinfo_), &err_, options.strict);
-    progress_.pub.progress_monitor = detail::progress_monitor_cb;
-    progress_.max_scans = options.limits.max_scans;
     created_ = create_guarded(&cinfo_, &err_);
     if (created_) {
-      cinfo_.progress = &progress_.pub;
-      // libjpeg's own accounting, behind read_header's estimate: its virtual
-      // arrays fail (there is no backing store) rather than exceed this.
-      cinfo_.mem->max_memory_to_use = static_cast<long>(
-          std::min<int64_t>(options.limits.max_memory, std::numeric_limits<long>::max()));
+      apply_limits(options.limits, &progress_, &cinfo_);
     }
   }
 

@@ -8,7 +8,9 @@
 // needed). It must not decode or allocate: it reads the header's fields.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "jpeg_errors.h"
@@ -29,6 +31,19 @@ struct Limits {
   // progressive header asks for.
   int64_t max_memory = int64_t{256} << 20;
 };
+
+// Holds a created decompressor to `limits` while it decodes: `progress`
+// counts its scans against max_scans, and libjpeg's own memory accounting,
+// a second line behind check_memory's estimate, makes its virtual arrays fail
+// (there is no backing store) rather than exceed max_memory.
+inline void apply_limits(const Limits& limits, detail::ProgressMonitor* progress,
+                         jpeg_decompress_struct* cinfo) {
+  progress->pub.progress_monitor = detail::progress_monitor_cb;
+  progress->max_scans = limits.max_scans;
+  cinfo->progress = &progress->pub;
+  cinfo->mem->max_memory_to_use =
+      static_cast<long>(std::min<int64_t>(limits.max_memory, std::numeric_limits<long>::max()));
+}
 
 // Checks the header's image size against limits.max_pixels.
 inline Status check_pixels(const jpeg_decompress_struct& cinfo, const Limits& limits) {

@@ -16,7 +16,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -163,14 +162,9 @@ class Preparer {
     for (detail::ErrorManager* err : {&src_err_, &dst_err_}) {
       err->strict_hint = "prepare refuses damaged data: the copy would make the damage permanent";
     }
-    progress_.pub.progress_monitor = detail::progress_monitor_cb;
-    progress_.max_scans = options.limits.max_scans;
     created_ = create_guarded();
     if (created_) {
-      src_.progress = &progress_.pub;
-      // Behind run()'s estimate, as in JpegDecoder.
-      src_.mem->max_memory_to_use = static_cast<long>(
-          std::min<int64_t>(options.limits.max_memory, std::numeric_limits<long>::max()));
+      apply_limits(options.limits, &progress_, &src_);
     }
   }
 
