@@ -162,30 +162,36 @@ inline void rgbx_to_rgb(const JSAMPLE* src, int width, uint8_t* out) {
   }
 }
 
-// Splits `width` 4-byte pixels into the first `out_channels` planes.
-inline void split_4_byte_pixels(const JSAMPLE* src, int width, int out_channels, uint8_t* out,
-                                size_t plane_size) {
-  uint8_t* __restrict p0 = out;
-  uint8_t* __restrict p1 = out + plane_size;
-  uint8_t* __restrict p2 = out + 2 * plane_size;
-  if (out_channels == 4) {
-    uint8_t* __restrict p3 = out + 3 * plane_size;
-    for (int i = 0; i < width; ++i) {
-      uint32_t v;
-      std::memcpy(&v, src + 4 * i, 4);
-      p0[i] = static_cast<uint8_t>(v);
-      p1[i] = static_cast<uint8_t>(v >> 8);
-      p2[i] = static_cast<uint8_t>(v >> 16);
-      p3[i] = static_cast<uint8_t>(v >> 24);
-    }
-    return;
-  }
+// Splits `width` 4-byte pixels into `Planes` (3 or 4) planes, byte c of each
+// pixel into plane c: the planes are __restrict parameters, so that the
+// compiler may vectorise the loop, and the fourth store is decided at compile
+// time, so that the 3-plane loop carries no test.
+template <int Planes>
+inline void split_4_byte_pixels_into(const JSAMPLE* src, int width, uint8_t* __restrict p0,
+                                     uint8_t* __restrict p1, uint8_t* __restrict p2,
+                                     uint8_t* __restrict p3) {
+  static_assert(Planes == 3 || Planes == 4, "a 4-byte pixel splits into 3 or 4 planes");
   for (int i = 0; i < width; ++i) {
     uint32_t v;
     std::memcpy(&v, src + 4 * i, 4);
     p0[i] = static_cast<uint8_t>(v);
     p1[i] = static_cast<uint8_t>(v >> 8);
     p2[i] = static_cast<uint8_t>(v >> 16);
+    if constexpr (Planes == 4) {
+      p3[i] = static_cast<uint8_t>(v >> 24);
+    }
+  }
+}
+
+// Splits `width` 4-byte pixels into the first `out_channels` (3 or 4) planes.
+inline void split_4_byte_pixels(const JSAMPLE* src, int width, int out_channels, uint8_t* out,
+                                size_t plane_size) {
+  uint8_t* second = out + plane_size;
+  uint8_t* third = out + 2 * plane_size;
+  if (out_channels == 4) {
+    split_4_byte_pixels_into<4>(src, width, out, second, third, out + 3 * plane_size);
+  } else {
+    split_4_byte_pixels_into<3>(src, width, out, second, third, nullptr);
   }
 }
 
