@@ -1,14 +1,21 @@
 """The suite's two speeds, decided here and nowhere else.
 
 ``make test`` runs every test. ``make test-quick`` runs ``pytest --quick``: every test but the
-infrastructure ones, which build and start what a user's machine builds once (cold builds, venvs,
-wheels, local SageMaker jobs, Ray clusters). A test is slow when its file is in SLOW_FILES, or
-when it asks for one of SLOW_FIXTURES; conftest.py gives each the ``slow`` mark at collection
-(so ``-m "not slow"`` selects the same set) and ``--quick`` deselects them.
+slow ones, which build or start what costs seconds each: a build of the extension, a venv, a
+wheel, a local SageMaker job or its entry point under torchrun, a Ray cluster, DataLoader workers
+started by "spawn", a new Python that imports torch to watch it exit, be killed or build. What
+they check in-process (the decode, the lane, the sources, prepare, the index) the quick tests
+check too; every module of custom_op/ is imported and exercised by a quick test.
+
+A test is slow when its file is in SLOW_FILES, its name matches a pattern of SLOW_TESTS (fnmatch,
+the parameters' ids included), or it asks for one of SLOW_FIXTURES; conftest.py gives each the
+``slow`` mark at collection (so ``-m "not slow"`` selects the same set) and ``--quick`` deselects
+them. test_speeds.py checks that every name here still names a test.
 """
 
 from __future__ import annotations
 
+import fnmatch
 from pathlib import Path
 
 import pytest
@@ -29,6 +36,42 @@ SLOW_FILES = frozenset({
     "test_prepare_ray.py",
 })
 
+#: Tests of other files that are slow, by file: fnmatch patterns of their names.
+SLOW_TESTS: dict[str, tuple[str, ...]] = {
+    # The SageMaker entry point (sagemaker/train.py) run as a job runs it, under torchrun.
+    "test_train_shards.py": ("test_two_ranks_train_from_shards", "test_ranks_read_disjoint_shards",
+                             "test_on_error_policy_for_a_bad_member[[]*",
+                             "test_fewer_shards_than_readers_is_refused",
+                             "test_sizes_given_skip_the_scan_and_epochs_reshuffle",
+                             "test_on_error_policy_for_a_truncated_shard[[]*"),
+    # A script that leaves mid-epoch, in a new Python each.
+    "test_lane_exit.py": ("test_breaking_out_and_exiting_is_clean[[]*",),
+    # DataLoader workers started by "spawn" (each imports torch); "fork" stays quick.
+    "test_dataloader.py": ("*[[]spawn*",),
+    "test_datasets.py": ("test_data_loader_workers[[]spawn*",),
+    "test_huggingface.py": ("test_dataloader_workers[[]spawn*",),
+    "test_encoded_jpeg.py": ("test_pickles_into_spawned_data_loader_workers",),
+    # Builds of the extension, and first decodes in a new Python over a damaged build.
+    "test_module_check.py": ("test_the_build_command_repairs_a_truncated_build",
+                             "test_the_first_decode_removes_a_damaged_build_instead_of_crashing*"),
+    "test_one_copy.py": ("test_build_into_a_folder_beside_a_loaded_build_checks_it_in_a_new_process",),
+    # Inductor compiling C++, and new Pythons watching what an import loads.
+    "test_compile.py": ("test_fullgraph_compile_of_decode_convert_normalise_equals_eager",
+                        "test_import_and_decode_leave_dynamo_unimported",
+                        "test_operators_exist_right_after_import"),
+    # Processes killed under prepare's pool, and a resume in a new Python.
+    "test_prepare_safety.py": ("test_a_killed_worker_fails_its_file_and_the_run_goes_on",
+                               "test_workers_die_with_a_killed_parent"),
+    "test_lane_resume.py": ("test_a_new_process_resumes_from_the_state[[]*",),
+    "test_index_only_guarantees.py": ("test_a_fifo_is_a_failure_never_waited_on[[]*",),
+    # python -m custom_op.check with a DataLoader, as make check runs it (the other runs of the
+    # check, without torchvision, stay quick).
+    "test_check.py": ("test_check_decodes_a_photo_and_runs_a_dataloader",
+                      "test_check_stops_on_a_photo_it_cannot_decode"),
+    # The benchmark's timm and Hugging Face parts end to end.
+    "test_bench_smoke.py": ("test_timm_and_huggingface_read_a_mixed_folder_as_it_is[[]*",),
+}
+
 #: Fixtures that make infrastructure: a test asking for one is slow wherever it is.
 SLOW_FIXTURES: frozenset[str] = frozenset()
 
@@ -44,7 +87,10 @@ def quick(config: pytest.Config) -> bool:
 
 
 def is_slow(item: pytest.Item) -> bool:
-    if Path(str(item.path)).name in SLOW_FILES:
+    name = Path(str(item.path)).name
+    if name in SLOW_FILES:
+        return True
+    if any(fnmatch.fnmatchcase(item.name, pattern) for pattern in SLOW_TESTS.get(name, ())):
         return True
     return bool(SLOW_FIXTURES & set(getattr(item, "fixturenames", ())))
 
