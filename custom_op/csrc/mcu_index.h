@@ -38,12 +38,14 @@
 // decode falls back to the ordinary path.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "index_coding.h"
+#include "restart_seek.h"
 
 namespace custom_op {
 namespace mcu_index {
@@ -352,19 +354,15 @@ inline uint64_t entries_bytes(const Index& index) {
 }
 
 // Whether the MCU grid is the one the image's own size and sampling factors
-// make (restart_seek.h's mcu_grid: a lone component's MCU is one block, else
-// the largest factors' blocks), so that no grid larger than the image's
-// sizes the entries.
+// make, by the rule the builder and the decoder use (restart_seek.h's
+// mcu_grid), so that no grid larger than the image's sizes the entries.
+// The components and their factors are checked (1 to 4) before.
 inline bool grid_fits_image(const Index& index) {
-  int max_h = 1, max_v = 1;
-  for (int c = 0; c < index.components; ++c) {
-    max_h = index.h[c] > max_h ? index.h[c] : max_h;
-    max_v = index.v[c] > max_v ? index.v[c] : max_v;
-  }
-  const int64_t mcu_width = index.components == 1 ? 8 : 8 * max_h;
-  const int64_t mcu_height = index.components == 1 ? 8 : 8 * max_v;
-  return index.mcus_per_row == (index.width + mcu_width - 1) / mcu_width &&
-         index.mcu_rows == (index.height + mcu_height - 1) / mcu_height;
+  const int max_h = *std::max_element(index.h, index.h + index.components);
+  const int max_v = *std::max_element(index.v, index.v + index.components);
+  const restarts::ScanGeometry grid =
+      restarts::mcu_grid(index.width, index.height, index.components, max_h, max_v);
+  return index.mcus_per_row == grid.mcus_per_row && index.mcu_rows == grid.mcu_rows;
 }
 
 // Whether the entries can be as many as the header says: every step but the
