@@ -23,6 +23,19 @@ an LRU cache would evict every entry before its next use and rebuild it each epo
 paying the build for nothing, while a cache that keeps what it has serves the same share
 of samples every epoch and builds each at most once. Each process (each DataLoader worker)
 has its own cache: ``persistent_workers=True`` keeps them from one epoch to the next.
+
+The node's store (_store.py) changes where an index lives and so when to build. A lookup
+asks the process's cache (which holds the sample's sidecar entries once read), then the
+store, then builds; a store hit joins the process's cache. Without a store, an index serves
+only the process that built it, which a reshuffling sampler rarely sends the sample back
+to, hence the rule above. With one, the index serves every later decode of the sample on the
+node: every epoch, in every worker and rank, and later jobs. A run of a few epochs then
+decodes the sample several times against one build, which pays, while waiting for savings
+counted per process would wait for ever in workers that live one epoch. So with a store
+that takes writes, a sample builds on its first cropped decode that an index would save
+anything (``build_on_touch=N`` still counts touches per process instead); with the store
+off, full or unwritable, the rule above holds. The cost falls on the first epoch of the
+first run: about a build per sample, which every later epoch and run on the node earns back.
 """
 
 from __future__ import annotations
@@ -35,6 +48,8 @@ from typing import NamedTuple, Optional, Union
 from .._core._errors import JpegDecodeError
 from ._jpeg_index import jpeg_index
 from ._sidecar import SIDECAR_SUFFIX, SidecarError, decode_sidecar, read_sidecar
+from ._store import (DEFAULT_STORE_MAX_BYTES, IndexStore, StoreSetting, check_store_setting,
+                     file_fingerprint, no_store_counts)
 
 __all__ = ["IndexKey", "configure_index_cache", "index_cache_stats", "index_for"]
 
@@ -74,11 +89,14 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.load_lock = threading.Lock()
-        self.configure(DEFAULT_MAX_BYTES, None)
+        self.configure(DEFAULT_MAX_BYTES, None, IndexStore(True, DEFAULT_STORE_MAX_BYTES))
 
-    def configure(self, max_bytes: int, build_on_touch: Optional[int]) -> None:
+    def configure(self, max_bytes: int, build_on_touch: Optional[int],
+                  store: Optional[IndexStore]) -> None:
         with self.lock:
             self.max_bytes, self.build_on_touch = max_bytes, build_on_touch
+            # The cache off (max_bytes 0) means no index at all: the store is off with it.
+            self.store = store if max_bytes > 0 else None
             self.entries: dict[IndexKey, Optional[bytes]] = {}
             # What an index would have saved each sample's cropped decodes so far, in builds.
             self.savings: dict[IndexKey, float] = {}
@@ -95,14 +113,19 @@ class _Cache:
                     self._load_sidecar(key.sidecar)
                     self.sidecars.add(key.sidecar)
         with self.lock:
-            found = key in self.entries
-            self.counts["hits" if found else "misses"] += 1
-            return found, self.entries.get(key)
+            return key in self.entries, self.entries.get(key)
 
-    def should_build(self, key: IndexKey, saving: float) -> bool:
+    def count(self, name: str) -> None:
+        with self.lock:
+            self.counts[name] += 1
+
+    def should_build(self, key: IndexKey, saving: float, stored: bool) -> bool:
         """Counts this cropped decode of ``key``, which an index would have saved ``saving``
-        of a build; whether it builds (the cache has room, and the decodes so far would have
-        saved a build, or it is the ``build_on_touch``-th)."""
+        of a build; whether it builds: with ``stored`` (the store will keep the index) and
+        the default rule, if it saves anything; else if the cache has room, and the decodes
+        so far would have saved a build, or it is the ``build_on_touch``-th."""
+        if stored and self.build_on_touch is None:
+            return saving > 0  # see the module's note on the node's store
         with self.lock:
             if self.bytes + ENTRY_OVERHEAD > self.max_bytes:
                 self.counts["full"] += 1
@@ -155,9 +178,10 @@ class _Cache:
                      "sidecar_entries")
 
     def stats(self) -> dict[str, int]:
+        store = no_store_counts() if self.store is None else self.store.stats()
         with self.lock:
             return {"entries": len(self.entries), "bytes": self.bytes,
-                    "max_bytes": self.max_bytes, **self.counts}
+                    "max_bytes": self.max_bytes, **self.counts, **store}
 
 
 def _stamp_of_source(sidecar: str) -> tuple[int, int]:
@@ -188,51 +212,77 @@ def index_for(key: Union[IndexKey, bytes, None], data: torch.Tensor, crop_height
     if key is None or isinstance(key, bytes):
         return key
     found, index = _cache.lookup(key)
-    if found or not _cache.should_build(key, saving_of(crop_height, file_height)):
+    store = _cache.store
+    fingerprint = None
+    if not found and store is not None and store.usable():
+        fingerprint = file_fingerprint(data)
+        found, index = store.read(key, fingerprint)
+        if found:
+            _cache.add(key, index, None)
+    _cache.count("hits" if found else "misses")
+    stored = fingerprint is not None and store.takes_writes()
+    if found or not _cache.should_build(key, saving_of(crop_height, file_height), stored):
         return index
     try:
         index = jpeg_index(data)
     except JpegDecodeError:
         return None  # the decode itself reports what is wrong with the file
     _cache.add(key, index, "builds")
+    if stored:
+        store.write(key, fingerprint, index)
     return index
 
 
 def configure_index_cache(max_bytes: int = DEFAULT_MAX_BYTES,
-                          build_on_touch: Optional[int] = None) -> None:
-    """Sets this process's MCU-row index cache's budget and building rule, and empties it.
+                          build_on_touch: Optional[int] = None, store: StoreSetting = True,
+                          store_max_bytes: int = DEFAULT_STORE_MAX_BYTES) -> None:
+    """Sets this process's MCU-row index cache's budget, building rule and node store, and
+    empties the cache (the store keeps its entries).
 
     The datasets (JpegFolder, tar shards, Hugging Face rows) and the batch lane
     name each sample; its cropped decodes then use an index from the cache, from
-    a sidecar written by ``python -m custom_op.prepare --index-only``, or built on
-    the sample's ``build_on_touch``-th cropped decode. Pixels are the same with or
-    without. Each process has its own cache: call this in a DataLoader's
-    ``worker_init_fn`` to set the workers' (or before the workers are forked).
+    a sidecar written by ``python -m custom_op.prepare --index-only``, from the
+    node's store, or built (see the module's note on when). Pixels are the same with
+    or without. Each process has its own cache and settings: a DataLoader's forked
+    workers inherit the main process's; under spawn or forkserver, call this in its
+    ``worker_init_fn``, or name the store with ``CUSTOM_OP_INDEX_STORE``.
 
     Args:
         max_bytes: The budget in bytes (indexes plus about 200 bytes per entry);
-            once full, nothing is added. 0 turns the cache off.
-        build_on_touch: N builds on a sample's N-th cropped decode (1: epoch 2
-            gains; 2: epoch 1 costs nothing more). None (the default): on the
-            decode whose predecessors an index would have saved a build's cost
-            (see the module's note), in every process.
+            once full, nothing is added. 0 turns the cache off, and the store.
+        build_on_touch: N builds on a sample's N-th cropped decode in a process (1:
+            epoch 2 gains; 2: epoch 1 costs nothing more). None (the default): on
+            the first with a store, else on the decode whose predecessors an index
+            would have saved a build's cost.
+        store: The folder of the indexes every process of the node shares (made
+            with mode 0700; refused, with a warning, if a symbolic link, not yours,
+            or writable by others). True (the default): ``$CUSTOM_OP_INDEX_STORE``
+            ("" turns it off), else ``$XDG_CACHE_HOME/custom_op/index-store``
+            (``~/.cache/...``). None or False: no store.
+        store_max_bytes: The store's budget in bytes on disk, approximate (each
+            process measures the store, then counts its own writes); once full,
+            nothing more is written. 0: read the store, never write it.
 
     Raises:
-        TypeError, ValueError: a value is not an int, or out of range.
+        TypeError, ValueError: a value is not an int (``store``: a path, True or
+            None), or out of range.
 
     Example:
-        >>> custom_op.configure_index_cache(max_bytes=64 << 20, build_on_touch=2)
+        >>> custom_op.configure_index_cache(max_bytes=64 << 20, store="/scratch/indexes")
     """
     for name, value, minimum in (("max_bytes", max_bytes, 0),
                                  ("build_on_touch", 1 if build_on_touch is None else build_on_touch,
-                                  1)):
+                                  1), ("store_max_bytes", store_max_bytes, 0)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise TypeError(f"configure_index_cache(): {name} must be an int, got "
                             f"{type(value).__name__}")
         if value < minimum:
             raise ValueError(f"configure_index_cache(): {name} must be at least {minimum}, "
                              f"got {value}")
-    _cache.configure(max_bytes, build_on_touch)
+    check_store_setting(store)
+    no_store = store is None or store is False
+    _cache.configure(max_bytes, build_on_touch,
+                     None if no_store else IndexStore(store, store_max_bytes))
 
 
 def index_cache_stats() -> dict[str, int]:
@@ -240,12 +290,17 @@ def index_cache_stats() -> dict[str, int]:
 
     Returns:
         ``entries`` (samples cached, unindexable ones included), ``bytes`` (their
-        cost against the budget), ``max_bytes``, ``hits``, ``misses``, ``builds``
-        (indexes built here), ``unindexable`` (entries recording a file that
-        cannot be indexed), ``full`` (indexes not kept: no room),
+        cost against the budget), ``max_bytes``, ``hits`` (lookups answered by
+        the cache, its sidecar entries or the node's store), ``misses``,
+        ``builds`` (indexes built here), ``unindexable`` (entries recording a
+        file that cannot be indexed), ``full`` (indexes not kept: no room),
         ``sidecar_entries`` (entries read from sidecars), ``sidecars_refused``
-        (damaged or other-version sidecars ignored). Whether the decodes used
-        the indexes: :func:`index_stats`.
+        (damaged or other-version sidecars ignored); the node store's
+        ``store_hits``, ``store_misses``, ``store_writes`` (entries this process
+        wrote), ``store_refused`` (damaged, foreign or planted entries, each a
+        miss), ``store_write_failures`` (after the first, the process writes no
+        more), ``store_full`` (builds not written: over its budget). Whether the
+        decodes used the indexes: :func:`index_stats`.
 
     Example:
         >>> custom_op.index_cache_stats()["hits"]

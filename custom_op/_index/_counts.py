@@ -8,11 +8,13 @@ from typing import NamedTuple
 
 from ._jpeg_index import INDEX_OUTCOMES, index_stats
 from ._cache import index_cache_stats
+from ._store import STORE_COUNTS
 
 __all__ = ["IndexCounts", "index_counts"]
 
-#: The index caches' counts that a loader adds up (the rest describe one cache's contents).
-CACHE_COUNTS = ("hits", "misses", "builds")
+#: The index caches' and the node store's counts that a loader adds up (the rest describe one
+#: cache's contents).
+CACHE_COUNTS = ("hits", "misses", "builds", *STORE_COUNTS)
 NAMES = (*INDEX_OUTCOMES, *CACHE_COUNTS)
 
 

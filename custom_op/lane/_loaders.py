@@ -104,8 +104,10 @@ class LaneDataLoader(DataLoader):
         """How the MCU-row indexes served this loader's batches so far, in whichever process
         decoded them (its workers' counts, which :func:`custom_op.index_stats` and
         :func:`custom_op.index_cache_stats` in the training process do not see): the
-        decodes' outcomes (``indexed``, ``unneeded``, the fallbacks) and the index caches'
-        ``hits``, ``misses`` and ``builds``.
+        decodes' outcomes (``indexed``, ``unneeded``, the fallbacks), the index caches'
+        ``hits``, ``misses`` and ``builds``, and the node store's ``store_hits``,
+        ``store_misses``, ``store_writes``, ``store_refused``, ``store_write_failures``
+        and ``store_full`` (:func:`custom_op.index_cache_stats`).
 
         Example:
             >>> for images, labels in loader: ...
