@@ -30,6 +30,9 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="custom
 # One process compiles: the default pool of compile workers (one per core) starts a Python with
 # torch in each, seconds of start-up for the few kernels a test compiles.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+# No test writes to the user's index store (~/.cache/custom_op/index-store), nor shares one
+# with the tests before it: the store is off unless a test names its own (test_index_store.py).
+os.environ["CUSTOM_OP_INDEX_STORE"] = ""
 
 import numpy as np
 import pytest
