@@ -37,6 +37,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in _SCRUBBED and not k.startswith(_SCRUBBED_PREFIXES)}
     env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path (gloo), even on a machine with GPUs
+    env["CUSTOM_OP_INDEX_STORE"] = ""  # as conftest: not the user's index store
     env.update(extra)
     return env
 
