@@ -27,18 +27,21 @@ warm-up per method and file (bench/timing.py), one call each:
   resized crop, indexed       the same with index=
   torchvision resized crop    decode_jpeg + resized_crop (antialiased)
 
-Then epochs of the threads lane with the index cache, sidecars or no index
-(bench/index_epochs.py, generated files only).
+Then epochs of the threads lane with the index cache, sidecars or no index, and of
+lane_dataloader's 2 workers with the node's index store (bench/index_epochs.py, generated
+files only).
 
 Medians in ms; ratios are the full decode's (or torchvision's, or the
 unindexed call's) median over the method's. --json FILE writes, per set, the
 ratios to the full decode (crop256_indexed, crop256_unindexed,
 crop256_prepared, rrc224_indexed, rrc224_unindexed), index_bytes_per_image,
 build_vs_full_decode (the index build's median over the full decode's; target,
-issue 42: at most 0.5) and fallbacks. custom_op.index_stats() before and
-after says how many indexed calls fell back. Targets (issue 35): indexed crops
-at least 3x the file's full decode at 800x533 and 15x at 2560x1600, and an
-indexed RandomResizedCrop at 500x375 at least 1.1x the unindexed call.
+issue 42: at most 0.5), fallbacks, and for the sizes of the epochs part
+epoch2_hit_rate (2 workers, the node store; target at least 0.95).
+custom_op.index_stats() before and after says how many indexed calls fell
+back. Targets (issue 35): indexed crops at least 3x the file's full decode at
+800x533 and 15x at 2560x1600, and an indexed RandomResizedCrop at 500x375 at
+least 1.1x the unindexed call.
 """
 
 from __future__ import annotations
@@ -94,9 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="windows per file (default 15: a call takes about a millisecond, and "
                             "where a window falls among the index's entries moves its time)")
     group.add_argument("--index-epoch-images", type=int, default=16,
-                       help="2560x1600 generated files of the threads lane's epochs with the "
-                            "index cache, sidecars or no index (bench/index_epochs.py; default "
-                            "16, 0 skips)")
+                       help="2560x1600 generated files of the epochs with the index cache, "
+                            "sidecars or no index (threads lane) and the node store (2 workers; "
+                            "bench/index_epochs.py; default 16, 0 skips)")
     group.add_argument("--index-rounds", type=int, default=1,
                        help="rounds of the epochs part, the fastest kept (default 1)")
 
@@ -231,7 +234,16 @@ def _sets(args: argparse.Namespace, source: images.ImageSource) -> list[tuple[_S
 
 
 JSON_KEYS = ("crop256_indexed", "crop256_unindexed", "crop256_prepared", "rrc224_indexed",
-             "rrc224_unindexed", "index_bytes_per_image", "build_vs_full_decode", "fallbacks")
+             "rrc224_unindexed", "index_bytes_per_image", "build_vs_full_decode", "fallbacks",
+             "epoch2_hit_rate")
+
+
+def _with_epoch_hit_rates(sets: list[dict[str, Any]],
+                          epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``sets`` with each size's ``epoch2_hit_rate`` from the epochs part, where it ran."""
+    rates = {result["size"]: result["epoch2_hit_rate"] for result in epochs}
+    return [{**item, "epoch2_hit_rate": rates[item["label"]]} if item["label"] in rates else item
+            for item in sets]
 
 
 def _merge_json(path: Any, kind: str, sets: list[dict[str, Any]]) -> None:
@@ -265,14 +277,15 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
                                       f">= {spec.rrc_target}x the unindexed call",
                             "required": spec.rrc_target, "measured": measured,
                             "holds": measured >= spec.rrc_target})
-    if args.json is not None:
-        _merge_json(args.json, source.kind, sets)
     result = {"config": {"images": source.kind, "seed": args.seed, "quality": args.quality,
                          "subsampling": args.subsampling, "threads": torch.get_num_threads()},
               "sets": sets, "targets": targets}
     if source.kind == "generated" and args.index_epoch_images > 0:
         result["epochs"] = index_epochs.run_epochs(source, args.index_epoch_images,
                                                    args.index_rounds, args.seed)
+        result["sets"] = _with_epoch_hit_rates(sets, result["epochs"])
+    if args.json is not None:
+        _merge_json(args.json, source.kind, result["sets"])
     return result
 
 
