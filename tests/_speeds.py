@@ -16,7 +16,11 @@ them. test_speeds.py checks that every name here still names a test.
 from __future__ import annotations
 
 import fnmatch
+import itertools
+import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +114,74 @@ def keep_the_quick_ones(config: pytest.Config, items: list[pytest.Item]) -> None
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+# ---------------------------------------------------------------------------------------------
+# How the cases of a cross-product are chosen (in make test and make test-quick alike), where
+# the C++ core test (fuzz/core_test.cc, run under ASan/UBSan and valgrind by .ci/run) already
+# proves the exhaustive set: every subject (a file, a window) once, and the other factors (mode,
+# layout, strictness, size) chosen for it so that every pair of values meets at least once:
+# each value of a factor with each value of every other factor and with each attribute value of
+# the subjects (a file's sampling, coding, colour space). Greedy and seeded, so the same cases
+# every run; a test id names its case, so a failure reruns alone.
+# ---------------------------------------------------------------------------------------------
+
+#: The seed of every choice below.
+SEED = 45
+
+
+def covering_cases(subjects: dict[str, dict[str, Any]], factors: dict[str, Sequence[Any]],
+                   seed: int = SEED, allowed: Callable[[str, dict[str, Any]], bool] | None = None,
+                   ) -> list[tuple[str, dict[str, Any]]]:
+    """(subject id, {factor: value}) cases: each subject at least once, and every pair of
+    (attribute or factor value, factor value) covered. ``subjects`` maps an id to its attributes
+    (for instance a corpus recipe's sampling and coding), ``factors`` each factor to its values.
+    Each subject takes the combination of factor values that covers the most pairs not yet
+    covered (ties broken by a generator seeded with ``seed``); then, while a pair is left, the
+    (subject, combination) that covers the most is added. ``allowed(subject, combination)``
+    leaves out the cases that cannot be made (and the pairs only they would cover)."""
+    rng = random.Random(seed)
+    names = list(factors)
+    combinations = [dict(zip(names, values)) for values in itertools.product(*factors.values())]
+
+    def pairs(attributes: dict[str, Any], combination: dict[str, Any]) -> set[tuple]:
+        items = [(f"@{key}", repr(value)) for key, value in attributes.items()]
+        items += [(name, repr(combination[name])) for name in names]
+        return {(a, b) for a, b in itertools.combinations(items, 2) if b[0] in factors}
+
+    options = {subject: [c for c in combinations if allowed is None or allowed(subject, c)]
+               for subject in subjects}
+    wanted: set[tuple] = set()
+    for subject, attributes in subjects.items():
+        assert options[subject], f"no case of {subject} is allowed"
+        for combination in options[subject]:
+            wanted |= pairs(attributes, combination)
+    cases: list[tuple[str, dict[str, Any]]] = []
+    order = list(subjects)
+    rng.shuffle(order)
+    for subject in order:
+        scored = [(len(pairs(subjects[subject], c) & wanted), rng.random(), i)
+                  for i, c in enumerate(options[subject])]
+        best = options[subject][max(scored)[2]]
+        wanted -= pairs(subjects[subject], best)
+        cases.append((subject, best))
+    while wanted:
+        scored = [(len(pairs(subjects[s], c) & wanted), rng.random(), s, i)
+                  for s in order for i, c in enumerate(options[s])]
+        _, _, subject, index = max(scored)
+        wanted -= pairs(subjects[subject], options[subject][index])
+        cases.append((subject, options[subject][index]))
+    order_of = {subject: position for position, subject in enumerate(subjects)}
+    return sorted(cases, key=lambda case: order_of[case[0]])
+
+
+def covering_params(subjects: dict[str, dict[str, Any]], factors: dict[str, Sequence[Any]],
+                    ids: dict[str, Callable[[Any], str]] | None = None, seed: int = SEED,
+                    allowed: Callable[[str, dict[str, Any]], bool] | None = None) -> list:
+    """covering_cases as pytest.param(subject, *values, id="subject-value-..."), the values in
+    the order of ``factors``: for ``@pytest.mark.parametrize("subject, a, b", ...)``."""
+    ids = ids or {}
+    return [pytest.param(subject, *combination.values(),
+                         id="-".join([subject, *(ids.get(name, str)(value)
+                                                 for name, value in combination.items())]))
+            for subject, combination in covering_cases(subjects, factors, seed, allowed)]

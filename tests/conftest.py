@@ -278,6 +278,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "corpus(predicate): run a corpus_case test only on files whose recipe matches")
     config.addinivalue_line(
+        "markers", "corpus_pairs(**factors): each corpus file once, with factor values chosen so "
+                   "that every pair of values meets (tests/_speeds.py)")
+    config.addinivalue_line(
         "markers", "slow: infrastructure (builds, venvs, wheels, jobs, clusters): not in make "
                    "test-quick (tests/_speeds.py decides)")
     _longest_first.keep_the_order_in_xdist(config)
@@ -299,4 +302,25 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     keep: Callable[[Recipe], bool] = marker.args[0] if marker else (lambda recipe: True)
     ids = [key for key, recipe in RECIPES.items() if keep(recipe)]
     assert ids, f"no corpus file matches the selection of {metafunc.function.__name__}"
-    metafunc.parametrize("corpus_case", ids, ids=ids, indirect=True)
+    pairs = metafunc.definition.get_closest_marker("corpus_pairs")
+    if pairs is None:
+        metafunc.parametrize("corpus_case", ids, ids=ids, indirect=True)
+        return
+    # Each file once, its other factors chosen so that every pair of values meets (_speeds.py).
+    factors = pairs.kwargs
+    subjects = {key: _corpus_attributes(RECIPES[key]) for key in ids}
+    cases = _speeds.covering_cases(subjects, factors)
+    metafunc.parametrize(["corpus_case", *factors], [(key, *chosen.values()) for key, chosen in cases],
+                         ids=["-".join([key, *map(_factor_id, chosen.values())]) for key, chosen in cases],
+                         indirect=["corpus_case"])
+
+
+def _corpus_attributes(recipe: Recipe) -> dict[str, Any]:
+    """What a pairwise choice pairs the other factors with: how the file is coded and made."""
+    tiny = recipe["height"] <= 20 and recipe["width"] <= 20  # every window tested (_windows.py)
+    return {key: recipe[key] for key in ("sampling", "coding", "colorspace", "content")} | {
+        "tiny": tiny}
+
+
+def _factor_id(value: Any) -> str:
+    return {False: "hwc", True: "chw"}.get(value, str(value)) if isinstance(value, bool) else str(value)

@@ -439,13 +439,18 @@ def test_checkout_is_not_an_installed_package():
     assert not _loader.is_installed_package()
 
 
-def test_warm_import_and_first_call_hang_guard(built):
-    # A generous guard against a rebuild or a slow key computation on every start.
-    code, output = _run(built, "import time, torch; t = time.perf_counter(); import custom_op; "
-                               "custom_op.libjpeg_version(); print(time.perf_counter() - t)",
+def test_warm_import_and_first_call_cost_less_than_importing_torch(built):
+    # A guard against a rebuild or a slow key computation on every start, measured against
+    # torch's own import in the same process, so that the machine's speed and load cancel out
+    # (make bench measures speed; a build takes many times torch's import).
+    code, output = _run(built, "import time; t = time.perf_counter(); import torch; "
+                               "torch_s = time.perf_counter() - t; t = time.perf_counter(); "
+                               "import custom_op; custom_op.libjpeg_version(); "
+                               "print(torch_s, time.perf_counter() - t)",
                         timeout=300)
     assert code == 0, output
-    assert float(output.split()[-1]) < 1.0
+    torch_seconds, ours = map(float, output.split()[-2:])
+    assert ours < torch_seconds, output
 
 
 def test_two_checkouts_at_different_paths_build_the_same_module(tmp_path):

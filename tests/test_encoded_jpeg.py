@@ -7,6 +7,13 @@ must be equal bit for bit; by default too wherever no DCT scaling applies
 (every crop, and resizes to more than half the window), and within a PSNR
 floor where it does. Boxes, masks, keypoints and labels must always be equal:
 torchvision transforms them, from the header's size alone.
+
+Which cases: every torchvision transform under every sample structure, each on a file and with
+an exactness chosen so that every transform and every structure meets every file and both
+exactnesses (tests/_speeds.py). That the pixels of each window, mode and DCT scale of each kind
+of file are the full decode's is the C++ core test's (fuzz/core_test.cc under ASan/UBSan and
+valgrind in .ci/run: every window against the whole decode, the resized path at every scale) and
+test_decode.py's; here what is checked is the transforms' arithmetic on an EncodedJpeg.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from torchvision.io import ImageReadMode
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
+import _speeds
 import custom_op
 from custom_op import EncodedJpeg
 from synthetic import make_photo
@@ -155,14 +163,21 @@ def _applicable(name: str, structure: str, file_id: str) -> bool:
     return True
 
 
-CASES = [(name, structure, file_id) for name in TRANSFORMS for structure in STRUCTURES
-         for file_id in FILES + ["photo-375x500"] if _applicable(name, structure, file_id)]
+#: (transform, sample structure) by id, each run on a file and with an exactness chosen so that
+#: every transform and every structure meets every file and both exactnesses (tests/_speeds.py).
+PIPELINES = {f"{name}-{structure}": {"name": name, "structure": structure}
+             for name in TRANSFORMS for structure in STRUCTURES
+             if any(_applicable(name, structure, file_id) for file_id in FILES)}
+CASES = _speeds.covering_params(
+    PIPELINES, {"file_id": FILES + ["photo-375x500"], "exact": (True, False)},
+    {"exact": lambda exact: "exact" if exact else "scaled"},
+    allowed=lambda pipeline, case: _applicable(*PIPELINES[pipeline].values(), case["file_id"]))
 
 
-@pytest.mark.parametrize("exact", [True, False], ids=["exact", "scaled"])
-@pytest.mark.parametrize("name, structure, file_id", CASES, ids=["-".join(c) for c in CASES])
-def test_torchvision_transforms_equal_the_decoded_run(files, name: str, structure: str,
-                                                      file_id: str, exact: bool) -> None:
+@pytest.mark.parametrize("pipeline, file_id, exact", CASES)
+def test_torchvision_transforms_equal_the_decoded_run(files, pipeline: str, file_id: str,
+                                                      exact: bool) -> None:
+    name, structure = PIPELINES[pipeline]["name"], PIPELINES[pipeline]["structure"]
     data = files[file_id]
     encoded = EncodedJpeg(data, exact=exact)
     height, width = encoded.canvas_size

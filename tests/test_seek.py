@@ -8,6 +8,12 @@ through the resized and batched calls. Files whose markers are damaged
 (a marker flipped to another number, one missing, all renumbered, the data
 cut between two segments) must never give pixels that differ from the ordinary
 path: seeking falls back to it.
+
+Which cases: the prepared copy of every corpus file is compared in one mode, chosen so that
+every mode meets every sampling, coding, colour space and content (tests/_speeds.py,
+corpus_pairs); the other tests take every mode. The C++ core test (fuzz/core_test.cc, under
+ASan/UBSan in .ci/run) decodes the prepared copy of every seed file in every mode, through its
+windows with and without seeking, and copies with damaged markers: the exhaustive set.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ def photo() -> bytes:
 # ------------------------------------------------------------------ exactness
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.corpus_pairs(mode=MODES)
 def test_seek_equals_window_of_full_decode(corpus_case: JpegCase, mode: str) -> None:
     data = custom_op.prepare_jpeg(corpus_case.data)
     full = full_decode(data, mode)

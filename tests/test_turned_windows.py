@@ -5,10 +5,16 @@ tensor with sides of 1, whose strides along those sides are whatever the turn
 left. ATen's uint8 resize reads its input by those strides, so such a tensor
 reads memory outside the window (different on every call), and contiguous
 3-channel planes resized to 1 x 1 hit an ATen internal assert. Here every
-orientation x file kind (1, 3 and 4 channels) x mode x layout x window of
-1 to 3 pixels a side, decoded alone and in a batch, six times over, must give
-the reference: the full decode, turned by Pillow (each channel as its own
-"L" image), cropped, and resized by torchvision in decode_jpeg's layout.
+orientation x file kind (1, 3 and 4 channels), each in a (mode, layout, size)
+chosen so that every pair of values meets (tests/_speeds.py: every orientation
+and every kind with every mode, layout and size, every mode with every layout
+and size), and every window of 1 to 3 pixels a side, decoded alone and in a
+batch, six times over, must give the reference: the full decode, turned by
+Pillow (each channel as its own "L" image), cropped, and resized by
+torchvision in decode_jpeg's layout. The C++ core test (fuzz/core_test.cc,
+check_narrow_windows, under ASan/UBSan and under valgrind with a 1-channel file
+in .ci/run) decodes and resizes the windows of 1 to 3 pixels a side in every
+mode and both layouts: the exhaustive set, HWC equal to CHW, deterministic.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch
 from PIL import Image, ImageOps
 from torchvision.transforms.v2 import functional as F
 
+import _speeds
 import custom_op
 from custom_op._decode._single import choose_scale
 from jpegenc import encode
@@ -79,13 +86,19 @@ def _check_repeats(results: list[torch.Tensor], reference: torch.Tensor, contigu
         assert layout.is_contiguous(), f"{what}: strides {result.stride()}"
 
 
-@pytest.mark.parametrize("size_id", list(SIZES))
-@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "planes"])
-@pytest.mark.parametrize("mode", ["rgb", "gray", "unchanged"])
-@pytest.mark.parametrize("kind", ["gray", "ycbcr", "cmyk"])
-@pytest.mark.parametrize("orientation", range(1, 9))
+KINDS = ("gray", "ycbcr", "cmyk")
+MODES = ("rgb", "gray", "unchanged")
+#: The files by id ("o6-cmyk"), with what a pairwise choice pairs with.
+FILES = {f"o{orientation}-{kind}": {"orientation": orientation, "kind": kind}
+         for orientation in range(1, 9) for kind in KINDS}
+LAYOUT_IDS = {"contiguous": lambda contiguous: "planes" if contiguous else "hwc"}
+
+
+@pytest.mark.parametrize("file_id, mode, contiguous, size_id", _speeds.covering_params(
+    FILES, {"mode": MODES, "contiguous": (False, True), "size_id": tuple(SIZES)}, LAYOUT_IDS))
 def test_resized_narrow_windows_are_torchvisions_on_every_call(
-        files, orientation: int, kind: str, mode: str, contiguous: bool, size_id: str) -> None:
+        files, file_id: str, mode: str, contiguous: bool, size_id: str) -> None:
+    orientation, kind = FILES[file_id]["orientation"], FILES[file_id]["kind"]
     data = files[kind, orientation]
     size, antialias = SIZES[size_id]
     reference = _turned_reference(data, orientation, mode)
@@ -103,15 +116,14 @@ def test_resized_narrow_windows_are_torchvisions_on_every_call(
         _check_repeats(list(batch), expected, contiguous, f"batch {(y, x, h, w)}")
 
 
-@pytest.mark.parametrize("contiguous", [False, True], ids=["hwc", "planes"])
-@pytest.mark.parametrize("mode", ["rgb", "gray", "unchanged"])
-@pytest.mark.parametrize("kind", ["gray", "ycbcr", "cmyk"])
-@pytest.mark.parametrize("orientation", range(1, 9))
-def test_narrow_crops_have_the_layouts_strides(files, orientation: int, kind: str, mode: str,
+@pytest.mark.parametrize("file_id, mode, contiguous", _speeds.covering_params(
+    FILES, {"mode": MODES, "contiguous": (False, True)}, LAYOUT_IDS))
+def test_narrow_crops_have_the_layouts_strides(files, file_id: str, mode: str,
                                                contiguous: bool) -> None:
     """The crops themselves (what a user then resizes with torchvision): the pixels of the
     reference and the strides a fresh tensor of their layout has, so that ATen reads them
     right."""
+    orientation, kind = FILES[file_id]["orientation"], FILES[file_id]["kind"]
     data = files[kind, orientation]
     reference = _turned_reference(data, orientation, mode)
     options = dict(mode=mode, contiguous=contiguous, apply_exif_orientation=True)
