@@ -4,8 +4,9 @@
 in the queue when it is done with one. Started last, a file of several minutes keeps one worker
 busy while the other has nothing left; started first, the many short files that follow fill in
 around it and both workers finish together. The list is ranked by the files' durations in a full
-run (``--durations``) and needs updating only when a file becomes one of the long ones; files not
-named keep their collection order after the named ones.
+run (their tests' junit times summed, after the pairwise cases of tests/_speeds.py) and needs
+updating only when a file becomes one of the long ones; files not named keep their collection
+order after the named ones.
 """
 
 from __future__ import annotations
@@ -18,35 +19,42 @@ import pytest
 LONGEST_FIRST = (
     "test_ray_data.py",
     "test_ray_train.py",
-    "test_sagemaker.py",
-    "test_sagemaker_processing.py",
     "test_build.py",
-    "test_compile.py",
-    "test_install.py",
-    "test_train_shards.py",
+    "test_sagemaker.py",
     "test_wheel.py",
-    "test_decode.py",
-    "test_module_check.py",
-    "test_torch213_source.py",
+    "test_sagemaker_processing.py",
+    "test_train_shards.py",
     "test_static_libjpeg.py",
-    "test_encoded_jpeg.py",
-    "test_lane_exit.py",
-    "test_hostile.py",
-    "test_turned_windows.py",
-    "test_dataloader.py",
+    "test_compile.py",
     "test_prepare_safety.py",
-    "test_prepare_parquet.py",
-    "test_huggingface.py",
-    "test_sagemaker_offline.py",
-    "test_transforms.py",
-    "test_seek.py",
+    "test_install.py",
+    "test_module_check.py",
+    "test_index_store.py",
     "test_check.py",
+    "test_hostile.py",
+    "test_dataloader.py",
+    "test_lane_exit.py",
+    "test_torch213_source.py",
+    "test_lane_resume.py",
+    "test_prepare_ray.py",
+    "test_bench_smoke.py",
+    "test_decode.py",
+    "test_index_only_guarantees.py",
+    "test_huggingface.py",
+    "test_transforms.py",
     "test_one_copy.py",
     "test_tar_samples.py",
+    "test_docs_examples.py",
+    "test_sagemaker_offline.py",
     "test_evaluation.py",
-    "test_lane_resume.py",
+    "test_encoded_jpeg.py",
     "test_opcheck.py",
-    "test_lane_random.py",
+    "test_one_pixel_resizes.py",
+    "test_prepare_cli.py",
+    "test_prepare_parquet.py",
+    "test_datasets.py",
+    "test_seek.py",
+    "test_public_api.py",
 )
 _RANK = {name: rank for rank, name in enumerate(LONGEST_FIRST)}
 

@@ -62,6 +62,13 @@ def two_node_cluster(test_module: str) -> Iterator[object]:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(custom_op.__file__).parents[1]),
                                                              os.environ.get("PYTHONPATH")]))
     ray.cloudpickle.register_pickle_by_value(sys.modules[test_module])
+    # Ray starts its workers (the decoding actors, the training worker) at nice 15, below the
+    # test processes beside them: on a machine busy with other tests they then wait for the
+    # CPU, and a test of seconds takes minutes. At the tests' own priority they take their
+    # share. (The raylets read it from the environment they start in.)
+    os.environ["RAY_worker_niceness"] = "0"
+    # No usage statistics: an actor of its own per cluster that reports to nobody here.
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2,
                                                             "include_dashboard": False})
     cluster.add_node(num_cpus=2)

@@ -1,0 +1,169 @@
+"""The Ray Data decode step's driver side (custom_op/ray/), without a cluster: what
+decode_batches and decode_epochs give map_batches, the pool they choose for a cluster's CPUs,
+the epoch an actor's call decodes from its context's execution count, and the old names.
+
+The datasets are stand-ins that record the map_batches call (Ray is imported, never started),
+so these run in make test-quick. tests/test_ray_data.py runs the same steps on a real cluster
+of two nodes, and tests/test_ray_train.py under Ray Train.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import ray
+import ray.data
+import torch
+from torchvision.transforms import v2
+
+import custom_op.datasets
+from custom_op.lane import BatchLane
+from custom_op.ray import JpegDecoder, _executions, _pool, decode_batches, decode_epochs
+from synthetic import photo_jpeg
+
+SEED = 11
+TRANSFORM = v2.Compose([v2.RandomResizedCrop(32), v2.RandomHorizontalFlip()])
+
+
+class _Dataset:
+    """What decode_batches and decode_epochs use of a dataset, the map_batches call recorded."""
+
+    def __init__(self, executions: int = 0, epoch: int | None = None) -> None:
+        self.context = ray.data.DataContext.get_current().copy()
+        self.context._execution_idx = executions
+        self.epoch, self.recorded = epoch, {}
+
+    def map_batches(self, fn, **keywords):
+        self.recorded.update(keywords, fn=fn)
+        return self
+
+    def with_column(self, name, expression):
+        return _Dataset(self.context._execution_idx, epoch=expression.value)
+
+    def union(self, *others):
+        union = _Dataset(self.context._execution_idx)
+        union.epochs = [self.epoch, *(other.epoch for other in others)]
+        return union
+
+
+@pytest.fixture(autouse=True)
+def no_cluster():
+    assert not ray.is_initialized(), "these tests are the driver's side alone"
+    yield
+    assert not ray.is_initialized(), "a test started Ray"
+
+
+def test_decode_batches_gives_map_batches_the_decoder_and_ray_its_own_arguments():
+    dataset = _Dataset(executions=3)
+    remote = {"memory": 1 << 28, "runtime_env": {"env_vars": {"A": "1"}}}
+    decode_batches(dataset, TRANSFORM, seed=SEED, batch_size=7, label_column="cls",
+                   classes=["a", "b"], num_cpus=0.5, **remote)
+    recorded = dataset.recorded
+    assert recorded["fn"] is JpegDecoder
+    assert {name: recorded[name] for name in remote} == remote
+    assert (recorded["batch_size"], recorded["batch_format"], recorded["num_cpus"]) == (
+        7, "numpy", 0.5)
+    constructor = recorded["fn_constructor_kwargs"]
+    assert (constructor["seed"], constructor["epoch"], constructor["executions_before"],
+            constructor["label_column"], constructor["classes"]) == (SEED, None, 3, "cls",
+                                                                     ["a", "b"])
+    # Ray not running: the pool autoscales from one actor, its top left to Ray.
+    assert isinstance(recorded["compute"], ray.data.ActorPoolStrategy)
+    assert recorded["compute"].min_size == 1
+    pinned = _Dataset(executions=3)
+    decode_batches(pinned, TRANSFORM, seed=SEED, epoch=4)
+    assert (pinned.recorded["fn_constructor_kwargs"]["epoch"],
+            pinned.recorded["fn_constructor_kwargs"]["executions_before"]) == (4, 0)
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    ({"batch_size": 0}, ValueError, "batch_size must be an int >= 1, got 0"),
+    ({"seed": None}, TypeError, "seed must be an int, got None"),
+    ({"epoch": -1}, ValueError, "epoch must be an int >= 0, got -1"),
+    ({"concurrency": 2}, TypeError, "concurrency= is the decode step's own"),
+    ({"fn_constructor_kwargs": {}}, TypeError, "fn_constructor_kwargs= is the decode step's own"),
+    ({"compute": "pool"}, TypeError, "compute must be a ray.data.ActorPoolStrategy"),
+    ({"num_cpus": 0}, ValueError, "num_cpus must be > 0, got 0"),
+], ids=["batch_size", "seed", "epoch", "concurrency", "constructor", "compute", "num_cpus"])
+def test_bad_arguments_are_refused_before_map_batches(arguments, error, message):
+    dataset = _Dataset()
+    with pytest.raises(error, match=message):
+        decode_batches(dataset, TRANSFORM, **{"seed": SEED, **arguments})
+    assert dataset.recorded == {}
+
+
+def test_the_pool_is_sized_to_the_cluster_and_one_that_holds_every_cpu_is_refused(monkeypatch):
+    monkeypatch.setattr(_pool, "_cluster_cpus", lambda context: 4.0)
+    context = _Dataset().context
+    default = _pool.actor_pool(None, 1, context)
+    assert (default.min_size, default.max_size) == (1, 3)
+    assert _pool.actor_pool(None, 0.5, context).max_size == 6
+    fits = ray.data.ActorPoolStrategy(size=3)
+    assert _pool.actor_pool(fits, 1, context) is fits
+    with pytest.raises(ValueError, match=r"starts 4 actors of num_cpus=1, 4 of the cluster's 4 "
+                                         r"CPUs.*start at most 3 actors"):
+        _pool.actor_pool(ray.data.ActorPoolStrategy(size=4), 1, context)
+    with pytest.raises(ValueError, match="num_cpus=4 leaves less than 1 of the cluster's 4 CPUs"):
+        _pool.actor_pool(None, 4, context)
+
+
+def test_decode_epochs_tags_each_epoch_and_decodes_from_the_first():
+    dataset = _Dataset()
+    decoded = decode_epochs({4: dataset, 2: dataset}, TRANSFORM, seed=SEED, batch_size=5)
+    assert decoded.epochs == [2, 4]
+    constructor = decoded.recorded["fn_constructor_kwargs"]
+    assert (constructor["epoch"], constructor["epoch_column"]) == (2, "epoch")
+    with pytest.raises(ValueError, match="epochs is empty"):
+        decode_epochs({}, TRANSFORM, seed=SEED)
+    with pytest.raises(ValueError, match="an epoch must be an int >= 0, got -1"):
+        decode_epochs({-1: dataset}, TRANSFORM, seed=SEED)
+    with pytest.raises(TypeError, match="epoch_column= is decode_epochs' own"):
+        decode_epochs({0: dataset}, TRANSFORM, seed=SEED, epoch_column="e")
+
+
+def test_an_actors_call_decodes_the_epoch_its_context_counts(monkeypatch):
+    """Inside an actor's call, the executions counted since the step was added are the epoch:
+    the pixels are the per-sample pipeline's in that epoch."""
+    encoded = {f"s{index}": photo_jpeg(48, 64, 3, index) for index in range(3)}
+    batch = {"bytes": np.array(list(encoded.values()), dtype=object),
+             "path": np.array(list(encoded), dtype=object)}
+    context = _Dataset(executions=5).context
+    monkeypatch.setattr(ray.data.DataContext, "get_current", staticmethod(lambda: context))
+    assert _executions.execution_index() == 5
+    assert _executions.epoch_of_execution(3) == 2
+    with pytest.raises(RuntimeError, match="pass epoch="):
+        _executions.epoch_of_execution(6)
+    images = JpegDecoder(TRANSFORM, seed=SEED, executions_before=3)(batch)["image"]
+    lane = BatchLane(None, TRANSFORM, seed=SEED)
+    for image, (key, data) in zip(images, encoded.items()):
+        with torch.random.fork_rng():
+            torch.manual_seed(lane.sample_seed(key, 2))
+            expected = TRANSFORM(custom_op.EncodedJpeg(data))
+        assert torch.equal(torch.from_numpy(image), expected), key
+    context._execution_idx = None
+    with pytest.raises(RuntimeError, match=r"_execution_idx is None.*pass epoch="):
+        _executions.execution_index(context)
+
+
+def test_the_old_names_warn_naming_their_replacement_and_do_the_same():
+    for name, new in (("LaneDecoder", "custom_op.ray.JpegDecoder"),
+                      ("lane_map_batches", "custom_op.ray.decode_batches"),
+                      ("lane_map_epochs", "custom_op.ray.decode_epochs")):
+        assert name not in custom_op.datasets.__all__
+        dataset = _Dataset()
+        arguments = {"LaneDecoder": (), "lane_map_batches": (dataset,),
+                     "lane_map_epochs": ({0: dataset, 1: dataset},)}[name]
+        with pytest.warns(DeprecationWarning, match=f"use {new}"):
+            made = getattr(custom_op.datasets, name)(*arguments, TRANSFORM, seed=SEED,
+                                                     label_column="cls", classes=["a", "b"])
+        if name == "LaneDecoder":
+            assert isinstance(made, JpegDecoder) and made.execution_epoch() == 0
+        else:
+            assert made.recorded["fn"] is JpegDecoder
+            assert made.recorded["fn_constructor_kwargs"]["label_column"] == "cls"
+    with pytest.warns(DeprecationWarning):
+        made = custom_op.datasets.lane_map_batches(_Dataset(), TRANSFORM, seed=SEED,
+                                                   concurrency=2)
+    assert (made.recorded["compute"].min_size, made.recorded["compute"].max_size) == (2, 2)
