@@ -355,18 +355,19 @@ def _open_to_all(store: pathlib.Path) -> pathlib.Path:
     return store
 
 
-def _another_users(store: pathlib.Path) -> pathlib.Path:
-    if os.geteuid() != 0:
-        pytest.skip("giving a folder to another user needs root")
+def _another_users(store: pathlib.Path, monkeypatch) -> pathlib.Path:
+    # The store sees this process as another user than the folder's owner: the same check as a
+    # folder chowned away, without needing root to make one.
     store.mkdir(mode=0o700)
-    os.chown(store, 65534, 65534)
+    monkeypatch.setattr(_store.os, "getuid", lambda: store.stat().st_uid + 1)
     return store
 
 
 @pytest.mark.parametrize("make", [_symlinked, _open_to_all, _another_users],
                          ids=["a symlink", "writable by all", "another user's"])
-def test_a_store_folder_that_is_not_safe_is_refused_once(store, folder, make, caplog) -> None:
-    target = make(store)
+def test_a_store_folder_that_is_not_safe_is_refused_once(store, folder, make, caplog,
+                                                          monkeypatch) -> None:
+    target = make(store, monkeypatch) if make is _another_users else make(store)
     expected = _unindexed(folder)
     _anew(store)
     with caplog.at_level(logging.WARNING, logger="custom_op"):
@@ -410,15 +411,16 @@ def _disk_full(monkeypatch, store: pathlib.Path) -> None:
     monkeypatch.setattr(_store, "_write_whole", no_space)
 
 
-def _mode_0500(monkeypatch, store: pathlib.Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes into a folder of mode 0500")
-    store.mkdir(mode=0o700)
-    store.chmod(0o500)
+def _permission_denied(monkeypatch, store: pathlib.Path) -> None:
+    # What a folder of mode 0500 gives a user who is not root (root writes anyway).
+    def refused(*arguments, **options):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(_store.os, "link", refused)
 
 
-@pytest.mark.parametrize("failure", [_read_only, _disk_full, _mode_0500],
-                         ids=["read-only filesystem", "disk full", "folder of mode 0500"])
+@pytest.mark.parametrize("failure", [_read_only, _disk_full, _permission_denied],
+                         ids=["read-only filesystem", "disk full", "permission denied"])
 def test_a_store_that_cannot_be_written_carries_on(store, folder, failure, monkeypatch,
                                                    caplog) -> None:
     failure(monkeypatch, store)
