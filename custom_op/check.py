@@ -156,16 +156,26 @@ def _make_folder(root: Path) -> str:
             f"{len(CLASSES)} class folders under {root}")
 
 
+def _keep_indexes_in_the_process(_worker_id: int = 0) -> None:
+    """The check's images are temporary: their indexes would stay in the user's index store
+    after the folder is gone, so the check's processes keep theirs in memory."""
+    import custom_op
+
+    custom_op.configure_index_cache(store=None)
+
+
 def _run_loader(root: Path, seconds: float, workers: int) -> str:
     import custom_op
     from torchvision.transforms import v2
 
+    _keep_indexes_in_the_process()
     dataset = custom_op.JpegFolder(str(root), transform=v2.Compose([
         v2.RandomResizedCrop(CROP), v2.RandomHorizontalFlip()]))
     # A timeout: a worker that dies or stalls fails the check instead of hanging it.
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True,
                                          num_workers=workers, persistent_workers=workers > 0,
-                                         timeout=LOADER_TIMEOUT_S if workers > 0 else 0)
+                                         timeout=LOADER_TIMEOUT_S if workers > 0 else 0,
+                                         worker_init_fn=_keep_indexes_in_the_process)
     images = batches = 0
     start = time.perf_counter()
     while True:

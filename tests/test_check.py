@@ -15,13 +15,14 @@ import custom_op
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_check(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProcess, list]:
+def run_check(tmp_path: Path, *arguments: str,
+              **environment: str) -> tuple[subprocess.CompletedProcess, list]:
     """(the check's result, what it left in its TMPDIR)."""
     # A short TMPDIR: DataLoader workers pass tensors over Unix sockets made under it, whose
     # paths may not exceed 107 bytes (a pytest-xdist tmp_path is longer than that).
     scratch = Path(tempfile.mkdtemp(prefix="co-check-"))
     try:
-        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch))
+        env = dict(os.environ, PYTHONPATH=str(REPO), TMPDIR=str(scratch), **environment)
         done = subprocess.run([sys.executable, "-m", "custom_op.check", *arguments],
                               cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)
@@ -33,8 +34,12 @@ def run_check(tmp_path: Path, *arguments: str) -> tuple[subprocess.CompletedProc
 def test_check_decodes_a_photo_and_runs_a_dataloader(tmp_path, pillow_photo):
     photo = tmp_path / "photo.jpg"
     photo.write_bytes(pillow_photo)
-    done, left = run_check(tmp_path, "--photo", str(photo), "--seconds", "1")
+    store = tmp_path / "index-store"
+    done, left = run_check(tmp_path, "--photo", str(photo), "--seconds", "1",
+                           CUSTOM_OP_INDEX_STORE=str(store))
     assert done.returncode == 0, done.stdout + done.stderr
+    # The check's images are temporary: no index of theirs stays in the user's store.
+    assert not store.exists(), sorted(store.rglob("*"))
     out = done.stdout
     assert f"libjpeg-turbo {custom_op.libjpeg_version()}" in out
     assert "photo.jpg: 800 x 533" in out and "equal to that window of a full decode" in out
