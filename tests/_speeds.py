@@ -32,7 +32,6 @@ SLOW_FILES = frozenset({
     "test_sagemaker_processing.py",
     "test_sagemaker_offline.py",
     "test_sagemaker_wheel.py",
-    "test_build.py",
     "test_install.py",
     "test_wheel.py",
     "test_static_libjpeg.py",
@@ -42,6 +41,15 @@ SLOW_FILES = frozenset({
 
 #: Tests of other files that are slow, by file: fnmatch patterns of their names.
 SLOW_TESTS: dict[str, tuple[str, ...]] = {
+    # A cold build raced by first calls in new Pythons (the ``built`` fixture: SLOW_FIXTURES),
+    # builds from copies of the checkout, and first calls in new Pythons; the build's logic
+    # (its key, hints, folders, a failed compile reported by the command) stays quick.
+    "test_build.py": ("test_import_in_a_cold_checkout_builds_nothing_and_defines_the_operators",
+                      "test_build_command_verify_without_build_fails",
+                      "test_compiler_dies_with_a_killed_builder",
+                      "test_failed_build_is_remembered_across_processes",
+                      "test_build_key_does_not_depend_on_torch",
+                      "test_two_checkouts_at_different_paths_build_the_same_module"),
     # The SageMaker entry point (sagemaker/train.py) run as a job runs it, under torchrun.
     "test_train_shards.py": ("test_two_ranks_train_from_shards", "test_ranks_read_disjoint_shards",
                              "test_on_error_policy_for_a_bad_member[[]*",
@@ -77,7 +85,7 @@ SLOW_TESTS: dict[str, tuple[str, ...]] = {
 }
 
 #: Fixtures that make infrastructure: a test asking for one is slow wherever it is.
-SLOW_FIXTURES: frozenset[str] = frozenset()
+SLOW_FIXTURES = frozenset({"built"})  # test_build.py's cold build
 
 
 def add_option(parser: pytest.Parser) -> None:

@@ -273,6 +273,33 @@ def test_failed_build_is_remembered_across_processes(tmp_path):
     assert "jpeglib.h: No such file or directory" in done.stderr, done.stderr
 
 
+def test_the_build_command_in_this_process_says_why_a_compile_failed(tmp_path, monkeypatch,
+                                                                     capsys):
+    """``python -m custom_op.build``'s main() in this process (the test above runs it as a
+    command): a compile that fails is reported with the compiler's words and what to install,
+    remembered in its marker, tried again by the command; --verify without a build says what
+    to run. Nothing is built (the compiler fails), so make test-quick runs it."""
+    import custom_op.build
+
+    attempts = tmp_path / "attempts"
+    fake = _fake_compiler(tmp_path, attempts)
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("CXX", str(fake))
+    build_dir = tmp_path / "build"
+    for attempt in (1, 2):
+        assert custom_op.build.main(["--into", str(build_dir)]) == 1
+        error = capsys.readouterr().err
+        assert "building the native extension failed" in error, error
+        assert "jpeglib.h: No such file or directory" in error and "libjpeg62-turbo-dev" in error
+        assert attempts.read_text().count("attempt") == attempt
+    assert _built_modules(build_dir) == [] and not list(build_dir.glob("tmp-*"))
+    marker = next(build_dir.glob("*.failed"))
+    assert "jpeglib.h" in json.loads(marker.read_text())["message"]
+    assert custom_op.build.main(["--verify", "--into", str(tmp_path / "none")]) == 1
+    assert "no build for key" in capsys.readouterr().err
+    assert attempts.read_text().count("attempt") == 2
+
+
 @pytest.mark.parametrize("output, expected", [
     ("error: command 'g++' failed: No such file or directory", "No C++ compiler"),
     ("x.cpp:1:10: fatal error: Python.h: No such file or directory", "python3-dev"),

@@ -1,14 +1,18 @@
-"""The Ray Data decode step's driver side (custom_op/ray/), without a cluster: what
-decode_batches and decode_epochs give map_batches, the pool they choose for a cluster's CPUs,
-the epoch an actor's call decodes from its context's execution count, and the old names.
+"""The driver's side of custom_op's Ray code, without a cluster: what the Ray Data decode step
+(custom_op/ray/) gives map_batches, the pool it chooses for a cluster's CPUs, the epoch an
+actor's call decodes from its context's execution count, the old names; and prepare's Ray engine
+(custom_op/prepare/ray_engine.py): its chunks, the outcomes it records, a chunk whose every
+attempt died reported as an error of each of its files.
 
-The datasets are stand-ins that record the map_batches call (Ray is imported, never started),
-so these run in make test-quick. tests/test_ray_data.py runs the same steps on a real cluster
-of two nodes, and tests/test_ray_train.py under Ray Train.
+The datasets are stand-ins that record the map_batches call, and Ray's task calls run inline
+(Ray is imported, never started), so these run in make test-quick. tests/test_ray_data.py runs
+the decode step on a real cluster of two nodes, tests/test_ray_train.py under Ray Train, and
+tests/test_prepare_ray.py prepare on a real Ray with a worker killed.
 """
 
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,6 +24,8 @@ from torchvision.transforms import v2
 
 import custom_op.datasets
 from custom_op.lane import BatchLane
+from custom_op.prepare import ray_engine
+from custom_op.prepare.items import ERROR, PREPARED, Outcome, Task
 from custom_op.ray import JpegDecoder, _executions, _pool, decode_batches, decode_epochs
 from synthetic import photo_jpeg
 
@@ -167,3 +173,89 @@ def test_the_old_names_warn_naming_their_replacement_and_do_the_same():
         made = custom_op.datasets.lane_map_batches(_Dataset(), TRANSFORM, seed=SEED,
                                                    concurrency=2)
     assert (made.recorded["compute"].min_size, made.recorded["compute"].max_size) == (2, 2)
+
+
+class _InlineRay:
+    """What ray_engine uses of Ray, the tasks run at once in this process; a chunk holding a
+    task named in ``dies`` fails as a task whose worker died in every attempt."""
+
+    exceptions = ray.exceptions
+    __spec__ = ray.__spec__  # what require() looks for
+
+    def __init__(self, cpus: int, dies: set[str]) -> None:
+        self.cpus, self.dies, self.options, self.shutdowns = cpus, dies, {}, 0
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **options) -> None:
+        self.options = options
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": self.cpus}
+
+    def put(self, value):
+        return value
+
+    def remote(self, **options):
+        assert options == {"num_cpus": 1, "max_retries": ray_engine.ATTEMPTS - 1}
+
+        def wrap(function):
+            def call(chunk, work, verify):
+                if self.dies & {task.relative for task in chunk}:
+                    return ray.exceptions.WorkerCrashedError()
+                return function(chunk, work, verify)
+            return SimpleNamespace(remote=lambda *arguments: _Ref(call(*arguments)))
+        return wrap
+
+    def wait(self, refs, num_returns):
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        if isinstance(ref.value, Exception):
+            raise ref.value
+        return ref.value
+
+
+class _Ref:
+    def __init__(self, value) -> None:
+        self.value = value
+
+
+def _task(relative: str) -> Task:
+    return Task(relative, f"/src/{relative}", f"/dst/{relative}", 10, (0, 0))
+
+
+def _work(task: Task, verify: bool) -> list[Outcome]:
+    return [Outcome(task.relative, PREPARED, "verified" if verify else "", task.size, 8)]
+
+
+def test_prepare_on_ray_records_every_chunks_outcomes_and_the_dead_chunks_as_errors(monkeypatch):
+    inline = _InlineRay(cpus=2, dies={"f07.jpg"})
+    monkeypatch.setitem(sys.modules, "ray", inline)
+    whole = [_task("a.tar"), _task("b.parquet")]
+    files = [_task(f"f{index:02d}.jpg") for index in range(20)]
+    recorded: list[Outcome] = []
+    ray_engine.run_ray(whole, files, _work, True, recorded.extend, address="auto")
+    assert inline.options == {"address": "auto", "include_dashboard": False,
+                              "log_to_driver": False}
+    assert inline.shutdowns == 1
+    by_name = {outcome.relative: outcome for outcome in recorded}
+    assert sorted(by_name) == sorted(task.relative for task in whole + files)
+    assert len(recorded) == len(by_name), "a task recorded twice"
+    # The dead chunk's files, and only those, are errors naming why; the rest are the work's.
+    chunk_of_07 = next(chunk for chunk in ray_engine.chunked(files, 2)
+                       if "f07.jpg" in {task.relative for task in chunk})
+    dead = {task.relative for task in chunk_of_07}
+    assert {name for name, outcome in by_name.items() if outcome.kind == ERROR} == dead
+    assert all(by_name[name].reason == ray_engine.died_reason() for name in dead)
+    assert all(outcome.reason == "verified" for name, outcome in by_name.items()
+               if name not in dead)
+    assert "f07.jpg" in dead and len(dead) < len(files)
+    nothing = _InlineRay(cpus=2, dies=set())
+    monkeypatch.setitem(sys.modules, "ray", nothing)
+    ray_engine.run_ray([], [], _work, False, recorded.extend)
+    assert nothing.options == {} and nothing.shutdowns == 0
