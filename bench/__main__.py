@@ -44,7 +44,7 @@ import sys
 import time
 import traceback
 
-from bench import images, machine, photos, report  # the package pins thread counts before torch loads
+from bench import images, index_store, machine, photos, report  # the package pins thread counts before torch loads
 from bench import (chart, classification_bench, detection_bench, eval_bench, formats_bench,
                    huggingface_bench, imagenet_bench, index_bench, lane_bench, operator_bench,
                    pipeline_bench, prepared_bench, ray_bench, sample_bench, ship_bench, timm_bench)
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     described = machine.describe_machine()
     print(machine.format_machine(described), flush=True)
     results = {"command": args.command, "argv": argv, "machine": described,
-               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "index_store": index_store.users_store() or "a new one per part"}
     sources, failures = {}, []
     for part, module in PARTS.items():
         if args.command not in ("all", part):
@@ -145,7 +146,8 @@ def main(argv: list[str] | None = None) -> None:
             part_started = time.perf_counter()
             try:
                 source = sources.setdefault(kind, images.ImageSource(kind, args))
-                results[part][kind] = module.run(args, source)
+                with index_store.fresh_index_store(part):
+                    results[part][kind] = module.run(args, source)
             except photos.PhotosUnavailable as error:
                 print(f"\n{part} on {kind} images skipped: {error}", flush=True)
                 continue

@@ -9,6 +9,7 @@ and that ``python -m bench`` writes its JSON and charts. No network: the
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 from PIL import Image
 
 from bench import __main__ as bench_main
-from bench import loaders, photos, ship_bench
+from bench import index_store, loaders, photos, ship_bench
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +86,39 @@ def test_one_part_writes_its_json_and_chart_and_reprints_its_table(tmp_path, cap
     table = printed[printed.index("Per-crop time"):printed.index("Results:")].strip()
     bench_main.main(["tables", str(tmp_path / "results" / "smoke.json")])
     assert table in capsys.readouterr().out
+
+
+def test_each_part_meets_a_new_empty_index_store_and_leaves_none(tmp_path, monkeypatch):
+    """A run writes nothing to the user's store, and no part finds another's (or an earlier
+    run's) indexes; a store the user names is used as it is."""
+    import custom_op
+    from torchvision.transforms.v2 import functional as F
+    from custom_op.datasets import JpegFolder
+    from synthetic import photo_jpeg
+
+    (tmp_path / "train" / "a").mkdir(parents=True)
+    (tmp_path / "train" / "a" / "0.jpg").write_bytes(photo_jpeg(320, 240, seed=1, index=0))
+    dataset = JpegFolder(tmp_path / "train", lambda image: F.crop(image, 200, 16, 96, 160))
+    custom_op.configure_index_cache(build_on_touch=1)
+    dataset[0]  # an index in this process's cache before the run: no part may find it
+    monkeypatch.delenv("CUSTOM_OP_INDEX_STORE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the user's store's home
+    stores = []
+    for part in ("index", "lane"):
+        with index_store.fresh_index_store(part):
+            stores.append(os.environ["CUSTOM_OP_INDEX_STORE"])
+            dataset[0]
+            stats = custom_op.index_cache_stats()
+            counts = ("hits", "builds", "store_hits", "store_writes")
+            assert tuple(stats[name] for name in counts) == (0, 1, 0, 1), stats
+            assert list(pathlib.Path(stores[-1]).glob("??/*"))
+        assert "CUSTOM_OP_INDEX_STORE" not in os.environ and not os.path.exists(stores[-1])
+        assert custom_op.index_cache_stats()["entries"] == 0  # nothing left of the part's store
+    assert stores[0] != stores[1] and not (tmp_path / "cache").exists()
+    monkeypatch.setenv("CUSTOM_OP_INDEX_STORE", str(tmp_path / "mine"))
+    with index_store.fresh_index_store("index"):
+        assert os.environ["CUSTOM_OP_INDEX_STORE"] == str(tmp_path / "mine")
+    custom_op.configure_index_cache()
 
 
 def _ship_child(libjpeg: str, torchvision_ns: list[int], custom_ns: list[int]) -> dict:
