@@ -67,6 +67,8 @@ from typing import Any, Optional, Union
 
 import torch
 
+from .._core._regular_files import read_head
+
 _log = logging.getLogger("custom_op")
 
 #: The environment variable that names the store's folder ("" turns the store off); unlike
@@ -231,17 +233,6 @@ def _folder_problem(folder: str) -> Optional[str]:
     return None
 
 
-def _read_whole(descriptor: int, size: int) -> bytes:
-    chunks, total = [], 0
-    while total < size:
-        chunk = os.read(descriptor, size - total)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
-
-
 def _read_entry_file(path: str, bound: int) -> Optional[bytes]:
     """The bytes of the entry file ``path``, or None when there is none.
 
@@ -262,7 +253,8 @@ def _read_entry_file(path: str, bound: int) -> Optional[bytes]:
             raise _Refused("not a regular file")
         if info.st_size > bound:
             raise _Refused(f"{info.st_size} bytes, more than an entry of this file holds")
-        data = _read_whole(descriptor, info.st_size)
+        with open(descriptor, "rb", buffering=0, closefd=False) as file:
+            data = read_head(file, info.st_size)
     except OSError as error:
         raise _Refused(f"cannot be read ({error.strerror})") from None
     finally:
