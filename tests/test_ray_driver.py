@@ -153,6 +153,31 @@ def test_an_actors_call_decodes_the_epoch_its_context_counts(monkeypatch):
         _executions.execution_index(context)
 
 
+def test_actors_decoding_local_files_share_the_nodes_index_store(tmp_path):
+    """An actor's samples keyed by local paths use the node's store: a second actor (a process
+    with an empty cache) hits every index the first built, with the same pixels."""
+    paths = []
+    for index in range(4):
+        paths.append(tmp_path / f"{index}.jpg")
+        paths[-1].write_bytes(photo_jpeg(240, 320, 3, index))
+    batch = {"bytes": np.array([path.read_bytes() for path in paths], dtype=object),
+             "path": np.array([str(path) for path in paths], dtype=object)}
+    small_windows = v2.Compose([v2.RandomResizedCrop(32, scale=(0.05, 0.2)),
+                                v2.RandomHorizontalFlip()])
+    store = tmp_path / "store"
+    decoded, counts = [], []
+    try:
+        for actor in range(2):
+            custom_op.configure_index_cache(store=store)  # the actor's new, empty cache
+            decoded.append(JpegDecoder(small_windows, seed=SEED, epoch=0)(batch)["image"])
+            counts.append(custom_op.index_cache_stats())
+    finally:
+        custom_op.configure_index_cache()
+    assert (counts[0]["builds"], counts[0]["store_writes"]) == (4, 4), counts[0]
+    assert (counts[1]["builds"], counts[1]["store_hits"]) == (0, 4), counts[1]
+    assert all(np.array_equal(a, b) for a, b in zip(*decoded))
+
+
 def test_the_old_names_warn_naming_their_replacement_and_do_the_same():
     for name, new in (("LaneDecoder", "custom_op.ray.JpegDecoder"),
                       ("lane_map_batches", "custom_op.ray.decode_batches"),
