@@ -4,6 +4,7 @@ Run from the repository root:
 
     python -m bench ray                                   # generated and real photos, 2 sizes
     python -m bench ray --photos ~/photos --json ray.json  # your JPEGs as they are
+    python -m bench ray --scaling                         # 1 node against 2: bench/ray_scaling.py
 
 The question: what does the engine cost, once it runs, and what does it cost to
 start? On a cluster Ray Data adds CPU machines; here, on one machine's 2
@@ -60,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import images, lane_bench, loaders, photos, report
+from bench import images, lane_bench, loaders, photos, ray_scaling, report
 
 ROWS = ("ray_data", "lane_threads", "torchvision_uint8")
 DEFAULT_SIZES = "375x500,533x800"
@@ -75,8 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"HxW of the files, comma-separated (default {DEFAULT_SIZES})")
     group.add_argument("--ray-rounds", type=int, default=2,
                        help="timed epochs of every row, interleaved (default 2)")
+    group.add_argument("--scaling", action="store_true",
+                       help="instead, decode throughput on a local cluster of 1 node against 2 "
+                            "(bench/ray_scaling.py; not in make bench)")
     if not any(action.dest == "lane_files" for action in parser._actions):
         lane_bench.add_arguments(parser)  # files, epoch length, --photos, --json: the lane's
+    ray_scaling.add_arguments(parser)
 
 
 def _tree_cpu_seconds() -> float:
@@ -214,6 +219,8 @@ def _run_trees(args: argparse.Namespace, trees: dict[str, pathlib.Path],
 
 
 def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
+    if args.scaling:
+        return ray_scaling.run(args, source)
     if source.kind == "real" and args.photos is not None:
         trees = photos.trees_as_they_are(args.photos, args.cache, "ray")
     else:
@@ -261,6 +268,8 @@ def _startup_cells(row: dict[str, Any]) -> list[str]:
 
 
 def format_table(result: dict[str, Any]) -> str:
+    if "ray_scaling" in result:
+        return ray_scaling.format_table(result)
     config = result["config"]
     lines = [f"Ray Data on {config['images']} files, one machine: RandomResizedCrop(224) + flip, "
              f"uint8, batch 64, {config['actors']} actors / threads / workers; median of "

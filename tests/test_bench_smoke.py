@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from bench import __main__ as bench_main
-from bench import index_store, loaders, photos, ship_bench
+from bench import index_store, loaders, photos, ray_bench, ray_scaling, ship_bench
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +211,34 @@ def test_timm_and_huggingface_read_a_mixed_folder_as_it_is(tmp_path, source_phot
     assert all(rate > 0 for rate in figures["150x200"].values())
     result = json.loads((tmp_path / "results" / "smoke.json").read_text(encoding="utf-8"))[part]["real"]
     assert result["sizes"]["150x200"]["files"] == 7
+
+
+def _scaling_row(nodes: int, rate: float, cpu_us: float) -> dict:
+    """A cluster's row as bench/ray_scaling.py makes it, with made-up figures."""
+    return {"nodes": nodes, "actors": nodes, "images_per_s": rate, "min_images_per_s": rate - 10,
+            "max_images_per_s": rate + 10, "cpu_us_per_image": cpu_us, "startup_s": 2.5,
+            "ray_cores": 1.2 * nodes, "machine_cores": 1.1 * nodes, "rounds": []}
+
+
+def test_ray_scaling_headline_and_table_from_fixed_rows():
+    """The ratio and Ray's overhead from two clusters' rows, and the table the ray part prints
+    with --scaling (no Ray cluster: the figures are given)."""
+    rows = [_scaling_row(1, 400.0, 2600.0), _scaling_row(2, 700.0, 2900.0)]
+    scaling = ray_scaling._scaling(rows, {"cpu_us_per_image": 2400.0, "images_per_s": 420.0},
+                                   (1.0, 0.9, 0.8))
+    assert scaling["ratio"] == 1.75
+    assert (scaling["nodes_1_images_per_s"], scaling["nodes_2_images_per_s"]) == (400.0, 700.0)
+    assert (scaling["ray_overhead_us_per_image"], scaling["nodes_2_ray_overhead_us_per_image"]) == (200.0, 500.0)
+    result = {"config": {"images": "generated", "files": 96, "rows": 2048, "block_rows": 256,
+                         "rounds": 2, "size": "375x500", "cpus": "head 0 logical CPUs", "cores": 2},
+              "ray_scaling": scaling, "nodes": rows}
+    table = ray_bench.format_table(result)  # the ray part hands a --scaling result over
+    cells = [[cell.strip() for cell in line.split("|")[1:-1]] for line in table.splitlines()
+             if line.startswith("| ")]
+    assert cells[0][:3] == ["nodes", "actors", "images/s"]
+    assert cells[2] == ["2", "2", "700", "690", "710", "2.5", "2900", "500", "2.40", "2.20", "1.75x"]
+    assert "2 nodes / 1 node: 1.75x; Ray's overhead 200 us of CPU per image on 1 node (500 on 2)" in table
+    assert "Load average before 1.00, 0.90, 0.80" in table
+    args = bench_main._parser().parse_args(["ray", "--scaling", "--scaling-rows", "1536"])
+    assert (args.scaling, args.scaling_rows) == (True, 1536)
+    assert not bench_main._parser().parse_args(["all"]).scaling  # make bench runs the ray part as before
