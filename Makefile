@@ -5,6 +5,8 @@
 # make test-quick - the inner loop (under 2 minutes): the same deps without the wheel and the
 #               torch 2.13 venv, then pytest --quick: no slow test (builds, venvs, wheels, jobs,
 #               clusters; tests/_speeds.py says which), every module of custom_op exercised
+# make mutants - the quick suite's power: deliberate defects of custom_op, each applied in a
+#               fresh worktree of HEAD, must each fail it (tests/mutants.py; ~30 minutes on 2 cores)
 # make bench  - the same, then every benchmark part on generated and real photos (and
 #               DALI's CPU crop in .venv-dali, made once)
 # make wheel  - the wheel in dist/: built in .venv-wheel (against .venv's torch) by zig
@@ -35,7 +37,7 @@ PYTEST_WORKERS ?= auto
 PYTEST_PARALLEL := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 BENCH_ARGS ?=
 
-.PHONY: all check test test-quick bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
+.PHONY: all check test test-quick mutants bench bench-photos deps jpeg-headers clean wheel libjpeg-static wheel-test-venv
 
 all: test
 
@@ -96,6 +98,11 @@ test: deps wheel wheel-test-venv
 # No wheel and no torch 2.13 venv: the tests that install them are slow ones.
 test-quick: deps
 	$(PY) -m pytest tests --quick $(PYTEST_PARALLEL) $(PYTEST_ARGS)
+
+# Each defect of tests/mutants.py in a worktree of HEAD, caught by the quick suite run there with
+# -x (the defects of C++ files build their own extension there; tests/mutants.txt: the last run).
+mutants: deps
+	PYTEST_WORKERS=$(PYTEST_WORKERS) $(PY) tests/mutants.py
 
 BENCH_STAMP := $(VENV)/.bench-deps-$(shell cat bench/requirements.txt | cksum | cut -d' ' -f1)
 
