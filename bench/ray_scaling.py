@@ -24,7 +24,8 @@ them, so the 2-node figure OVERSUBSCRIBES the machine slightly and its ratio
 is a lower bound of what two machines would give. The table shows how many
 cores Ray's processes used ("Ray cores") and how busy the machine's cores
 were in all ("machine cores", every process of the machine, from /proc/stat),
-with the load average before and after: the machine is shared.
+with the load average before and after: the machine is shared. Each worker
+node's object store holds 2 GiB (OBJECT_STORE_BYTES), so that nothing spills.
 
 What is timed is the decode step alone: the files (--lane-files of the ray
 part's 375x500 set, bench/lane_bench.py's, or with --photos DIR its JPEGs as
@@ -39,16 +40,20 @@ RandomResizedCrop(224) + RandomHorizontalFlip, epoch 0 (the same windows in
 every execution and both clusters: the same work), consumed by
 iter_internal_ref_bundles, which drops each decoded block's reference without
 fetching it into the driver. Ray Data starts a pool's actors with each
-execution (wait_for_min_actors_s makes it wait for all N before the first
-block): one warm-up execution of N blocks, then --scaling-rounds timed ones.
-Each execution's rate is timed from the arrival of its N-th block (each actor
-has delivered one) to its last; its start ("start s") is the first block's
-arrival less one block's steady decode (the actors' processes, torch and
-custom_op imported). CPU us/image is the CPU time of this process and every
-process below it (the nodes' GCS and raylets, the actors) over the same span,
-per image; Ray's overhead is that less the CPU time per image of the same
-JpegDecoder called in this process on the same batches without Ray ("in
-process"). Ray Data warns at each execution that the cluster has no free CPU: the actors
+execution and stops them at its end (wait_for_min_actors_s makes it wait for
+all N before the first block), so a warm-up execution would leave no warm
+actor to the next: instead each of the --scaling-rounds executions is timed
+from the arrival of its N-th block (each actor has decoded one: the actors'
+start and first block are behind it) to its last, and its start ("start s":
+the first block's arrival less one block's steady decode; the actors'
+processes, torch and custom_op imported) is reported on its own. CPU
+us/image is the CPU time of this process and every process below it (the
+nodes' GCS and raylets, the actors) over the same span, per image; Ray's
+overhead is that less the CPU time per image of the same JpegDecoder called
+in this process on the same batches without Ray ("in process", measured
+again just before each cluster starts, on 1024 images, so that both sides of
+the difference see the machine alike). The 2-node span is half the 1-node
+one (7 block times at the default 4096 rows): read its min and max. Ray Data warns at each execution that the cluster has no free CPU: the actors
 hold them all, and the materialized input needs none. ``--json FILE`` merges ``{"ray-scaling-KIND": {nodes_1_images_per_s, ...}}``.
 """
 
@@ -71,16 +76,20 @@ from bench import images, lane_bench, report
 
 BLOCK_ROWS = 256
 NODES = (1, 2)
+#: Each worker node's object store: the materialized rows (4096 generated files are 550 MB) and
+#: the decoded blocks in flight. ray.cluster_utils gives a node 150 MiB, which spills the rows
+#: to disk and restores them during the decode: Ray's cost, but a disk's, not the decode's.
+OBJECT_STORE_BYTES = 2 << 30
 HEIGHT, WIDTH = 375, 500
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("ray scaling")
-    group.add_argument("--scaling-rows", type=int, default=2048,
-                       help="rows of each timed execution, a multiple of 512 from 1024 (default 2048)")
+    group.add_argument("--scaling-rows", type=int, default=4096,
+                       help="rows of each timed execution, a multiple of 512 from 1024 (default 4096)")
     group.add_argument("--scaling-rounds", type=int, default=2,
-                       help="timed executions per cluster, after one warm-up (default 2)")
+                       help="timed executions per cluster (default 2)")
     if not any(action.dest == "lane_files" for action in parser._actions):
         lane_bench.add_arguments(parser)  # --lane-files: the ray part's files
 
@@ -111,13 +120,13 @@ def _decoder_kwargs(seed: int) -> dict[str, Any]:
     return {"transform": lane_bench._transform(), "seed": seed, "epoch": 0, "key_column": "path"}
 
 
-def _in_process(keys: list[str], encoded: list[bytes], rows: int, seed: int) -> dict[str, float]:
+def _in_process(keys: list[str], encoded: list[bytes], seed: int) -> dict[str, float]:
     """The same JpegDecoder on the same batches, in this process without Ray: CPU and wall
-    time per image of up to 4 blocks after one warm-up block."""
+    time per image of 4 blocks (1024 images) after one warm-up block."""
     from custom_op.ray import JpegDecoder
 
     decoder = JpegDecoder(**_decoder_kwargs(seed))
-    blocks = min(4, max(1, rows // BLOCK_ROWS - 1))
+    blocks = 4
     order = [i % len(keys) for i in range(BLOCK_ROWS * (blocks + 1))]
     batches = [{"bytes": np.array([encoded[i] for i in order[start:start + BLOCK_ROWS]], dtype=object),
                 "path": np.array([keys[i] for i in order[start:start + BLOCK_ROWS]])}
@@ -153,7 +162,7 @@ def _cluster(nodes: int) -> Iterator[Any]:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     try:
         for _ in range(nodes):
-            cluster.add_node(num_cpus=1)
+            cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES)
         cluster.wait_for_nodes()
         ray.init(address=cluster.address, log_to_driver=False)
         context = ray.data.DataContext.get_current()
@@ -172,15 +181,6 @@ def _cluster(nodes: int) -> Iterator[Any]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _first_block_s(dataset: Any) -> float:
-    """A warm-up execution, consumed: the time to its first block."""
-    start, first = time.perf_counter(), None
-    for bundle in dataset.iter_internal_ref_bundles():
-        del bundle
-        first = time.perf_counter() - start if first is None else first
-    return first
 
 
 def _execution(dataset: Any, actors: int, rows: int) -> dict[str, float]:
@@ -208,11 +208,13 @@ def _execution(dataset: Any, actors: int, rows: int) -> dict[str, float]:
 
 def _nodes_row(nodes: int, paths: list[pathlib.Path], copies: list[pathlib.Path],
                args: argparse.Namespace) -> dict[str, Any]:
-    """``nodes`` worker nodes: the files copied, read and materialized, the copies deleted, a
-    warm-up execution of one block per actor, then the timed executions."""
+    """The in-process decode, then ``nodes`` worker nodes: the files copied, read and
+    materialized, the copies deleted, the timed executions."""
     from custom_op.ray import JpegDecoder
 
     load_before = os.getloadavg()
+    in_process = _in_process([str(copy) for copy in copies], [path.read_bytes() for path in paths],
+                             args.seed)
     with _cluster(nodes) as ray:
         for path, copy in zip(paths, copies):
             shutil.copyfile(path, copy)
@@ -230,23 +232,22 @@ def _nodes_row(nodes: int, paths: list[pathlib.Path], copies: list[pathlib.Path]
                                        batch_size=BLOCK_ROWS, batch_format="numpy", num_cpus=1,
                                        compute=ray.data.ActorPoolStrategy(size=nodes))
 
-        warmup_s = _first_block_s(decoded(files.limit(nodes * BLOCK_ROWS)))
         timed = [_execution(decoded(files), nodes, args.scaling_rows) for _ in range(args.scaling_rounds)]
     rates = [run["images_per_s"] for run in timed]
     row = {"nodes": nodes, "actors": nodes, "images_per_s": float(np.median(rates)),
            "min_images_per_s": min(rates), "max_images_per_s": max(rates),
-           "warmup_first_block_s": warmup_s, "load_average_before": load_before,
+           "in_process": in_process, "load_average_before": load_before,
            "load_average_after": os.getloadavg(), "rounds": timed}
     for key in ("cpu_us_per_image", "startup_s", "ray_cores", "machine_cores"):
         row[key] = float(np.median([run[key] for run in timed]))
     return row
 
 
-def _scaling(rows: list[dict[str, Any]], in_process: dict[str, float],
-             load_before: tuple[float, ...]) -> dict[str, Any]:
-    """The headline figures (the JSON's ray_scaling) from the two clusters' rows."""
+def _scaling(rows: list[dict[str, Any]], load_before: tuple[float, ...]) -> dict[str, Any]:
+    """The headline figures (the JSON's ray_scaling) from the two clusters' rows, each with the
+    in-process decode measured before it."""
     for row in rows:
-        row["ray_overhead_us_per_image"] = row["cpu_us_per_image"] - in_process["cpu_us_per_image"]
+        row["ray_overhead_us_per_image"] = row["cpu_us_per_image"] - row["in_process"]["cpu_us_per_image"]
         row["vs_1_node"] = row["images_per_s"] / rows[0]["images_per_s"]
     one, two = rows
     return {"nodes_1_images_per_s": one["images_per_s"], "nodes_2_images_per_s": two["images_per_s"],
@@ -255,8 +256,10 @@ def _scaling(rows: list[dict[str, Any]], in_process: dict[str, float],
             "nodes_2_ray_overhead_us_per_image": two["ray_overhead_us_per_image"],
             "nodes_1_cpu_us_per_image": one["cpu_us_per_image"],
             "nodes_2_cpu_us_per_image": two["cpu_us_per_image"],
-            "in_process_cpu_us_per_image": in_process["cpu_us_per_image"],
-            "in_process_images_per_s": in_process["images_per_s"],
+            "in_process_cpu_us_per_image": float(np.median(
+                [row["in_process"]["cpu_us_per_image"] for row in rows])),
+            "in_process_images_per_s": float(np.median(
+                [row["in_process"]["images_per_s"] for row in rows])),
             "nodes_1_startup_s": one["startup_s"], "nodes_2_startup_s": two["startup_s"],
             "nodes_2_machine_cores": two["machine_cores"],
             "load_average_before": tuple(load_before), "load_average_after": os.getloadavg()}
@@ -275,10 +278,8 @@ def run(args: argparse.Namespace, source: images.ImageSource) -> dict[str, Any]:
     # window and flip) is the same in this process and in both clusters: the same work.
     with tempfile.TemporaryDirectory(prefix="custom_op-bench-scaling-") as folder:
         copies = [pathlib.Path(folder) / f"{index:05d}{path.suffix}" for index, path in enumerate(paths)]
-        in_process = _in_process([str(copy) for copy in copies], [path.read_bytes() for path in paths],
-                                 args.scaling_rows, args.seed)
         rows = [_nodes_row(nodes, paths, copies, args) for nodes in NODES]
-    scaling = _scaling(rows, in_process, load_before)
+    scaling = _scaling(rows, load_before)
     if args.json is not None:
         merged = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
         merged[f"ray-scaling-{source.kind}"] = {key: value if isinstance(value, tuple) else round(value, 3)
@@ -309,13 +310,14 @@ def format_table(result: dict[str, Any]) -> str:
         f"Ray Data decode scaling on {config['images']} files ({config['files']} files, "
         f"{config['size']}): RandomResizedCrop(224) + flip, uint8, blocks of {config['block_rows']}, "
         f"{config['rows']} materialized rows per execution; median of {config['rounds']} executions "
-        "per cluster after a warm-up, each timed from every actor's first block to its last",
+        "per cluster, each timed from every actor's first block to its last",
         report.markdown_table(headers, rows, right=[True] * len(headers)),
         f"2 nodes / 1 node: {report.format_ratio(scaling['ratio'])}; Ray's overhead "
         f"{scaling['ray_overhead_us_per_image']:.0f} us of CPU per image on 1 node "
         f"({scaling['nodes_2_ray_overhead_us_per_image']:.0f} on 2), over the in-process decode's "
         f"{scaling['in_process_cpu_us_per_image']:.0f} us ({scaling['in_process_images_per_s']:.0f} "
-        "images/s on one thread, no Ray).",
+        "images/s on one thread, no Ray; median of its run before each cluster, each row's overhead "
+        "over its own).",
         f"CPUs: {config['cpus']}; {cores} cores, so 2 nodes' 2 actors, the driver and the raylets "
         f"share {cores} cores (machine cores: every process's use of them). Load average {load}."])
 

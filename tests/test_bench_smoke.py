@@ -217,15 +217,15 @@ def _scaling_row(nodes: int, rate: float, cpu_us: float) -> dict:
     """A cluster's row as bench/ray_scaling.py makes it, with made-up figures."""
     return {"nodes": nodes, "actors": nodes, "images_per_s": rate, "min_images_per_s": rate - 10,
             "max_images_per_s": rate + 10, "cpu_us_per_image": cpu_us, "startup_s": 2.5,
-            "ray_cores": 1.2 * nodes, "machine_cores": 1.1 * nodes, "rounds": []}
+            "ray_cores": 1.2 * nodes, "machine_cores": 1.1 * nodes, "rounds": [],
+            "in_process": {"cpu_us_per_image": 2400.0, "images_per_s": 420.0}}
 
 
 def test_ray_scaling_headline_and_table_from_fixed_rows():
     """The ratio and Ray's overhead from two clusters' rows, and the table the ray part prints
     with --scaling (no Ray cluster: the figures are given)."""
     rows = [_scaling_row(1, 400.0, 2600.0), _scaling_row(2, 700.0, 2900.0)]
-    scaling = ray_scaling._scaling(rows, {"cpu_us_per_image": 2400.0, "images_per_s": 420.0},
-                                   (1.0, 0.9, 0.8))
+    scaling = ray_scaling._scaling(rows, (1.0, 0.9, 0.8))
     assert scaling["ratio"] == 1.75
     assert (scaling["nodes_1_images_per_s"], scaling["nodes_2_images_per_s"]) == (400.0, 700.0)
     assert (scaling["ray_overhead_us_per_image"], scaling["nodes_2_ray_overhead_us_per_image"]) == (200.0, 500.0)
